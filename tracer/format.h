@@ -1,0 +1,84 @@
+/* dsmemtrace trace format, version 1 — the single definition shared by the
+ * tracer (writer) and the decoder (reader).  The prose specification with byte
+ * tables is docs/trace-format.md; keep both in step.
+ *
+ * File layout
+ *   A trace file is a concatenation of zstd frames, so `zstd -d` accepts it.
+ *   frame 0   zstd skippable frame, magic DSMT_SKIPPABLE_MAGIC, payload:
+ *               "DSMTRACE" (8 bytes)  u16le major  u16le minor  record stream
+ *             (the record stream of the header holds META records only)
+ *   frame 1.. ordinary zstd frames (content checksum on), each holding a
+ *             record stream; each frame is ended (ZSTD_e_end) so a file cut
+ *             anywhere decodes up to its last complete frame.
+ *   Skippable frames with any other magic are ignored by readers.
+ *
+ * Record
+ *   u8 type | uleb128 len | payload[len]
+ *   A reader skips records whose type it does not know (len says how far).
+ *   Payload fields are ULEB128 varints unless said otherwise ("s" = signed,
+ *   zigzag-encoded varint; "str" = uleb128 length + bytes, no NUL).  Fields
+ *   are read in order; a payload that ends early leaves the remaining fields
+ *   at 0 (newer minor versions only ever append fields).
+ *
+ * Delta state (per frame, per thread): every event record belongs to the
+ * thread named by the last THREAD record of the frame.  For each thread the
+ * reader keeps {seq, ts, ptr}, all 0 at the start of each frame:
+ *   seq = prev.seq + dseq        (global sequence number, dense, from 0)
+ *   ts  = prev.ts  + dts         (units of ts_unit_ns since start_mono_ns)
+ *   ptr = prev.ptr + sdptr       (zigzag)
+ * Interned ids (strings, stacks) are global to the file and never reset.
+ */
+#ifndef DSMT_FORMAT_H
+#define DSMT_FORMAT_H
+
+#include <stdint.h>
+
+#define DSMT_SKIPPABLE_MAGIC 0x184D2A5DU
+#define DSMT_MAGIC "DSMTRACE"
+#define DSMT_MAGIC_LEN 8
+#define DSMT_FORMAT_MAJOR 1 /* bumped only for incompatible changes */
+#define DSMT_FORMAT_MINOR 0 /* bumped when records or trailing fields are added */
+
+/* default timestamp unit written in the header (META ts_unit_ns) */
+#define DSMT_TS_UNIT_NS 1000
+
+enum dsmt_rec {
+	/* definitions: not tied to a thread */
+	DSMT_REC_META = 0x01,   /* str key, str value */
+	DSMT_REC_STRING = 0x02, /* id, str text.  id 0 is reserved for "none" */
+	DSMT_REC_STACK = 0x03,  /* id, n, ip[0] (absolute), then n-1 x s(ip[i]-ip[i-1]);
+	                         * ip[0] is the innermost frame (caller of the hook) */
+	DSMT_REC_MODULE = 0x04, /* base (load bias), lo, hi (absolute address range of
+	                         * its PT_LOAD segments), str path, str build_id (raw bytes) */
+	DSMT_REC_THREAD = 0x05, /* tid, str name (may be empty) — switches the current thread */
+	DSMT_REC_FLUSH = 0x06,  /* ts (absolute, ts units), next_seq (seq high-water at flush) */
+
+	/* events: dseq, dts first; belong to the current thread */
+	DSMT_REC_ALLOC = 0x10, /* dseq dts api dev1 sdptr size stream stack site
+	                        * [tot_alloc tot_reserved]   (tot_* only for DSMT_API_TORCH) */
+	DSMT_REC_FREE = 0x11,  /* same fields as ALLOC; size 0 when the API gives none */
+	DSMT_REC_OOM = 0x12,   /* dseq dts dev1 size tot_alloc tot_reserved stack site */
+	DSMT_REC_NVTX_PUSH = 0x20,  /* dseq dts domain name   (string ids, 0 = default/none) */
+	DSMT_REC_NVTX_POP = 0x21,   /* dseq dts domain */
+	DSMT_REC_NVTX_START = 0x22, /* dseq dts range_id domain name */
+	DSMT_REC_NVTX_END = 0x23,   /* dseq dts range_id */
+	DSMT_REC_NVTX_MARK = 0x24,  /* dseq dts domain name */
+	DSMT_REC_LOST = 0x30,       /* dseq dts count — events this thread could not record */
+};
+
+/* dev1 = device index + 1; 0 = unknown / host */
+
+/* API ids: which function produced an ALLOC or FREE */
+enum dsmt_api {
+	DSMT_API_TORCH = 1, /* c10::reportMemoryUsageToProfiler: one tensor block */
+
+	DSMT_API_CUDA_MALLOC = 16,         /* cudaMalloc / cudaFree */
+	DSMT_API_CUDA_MALLOC_ASYNC = 17,   /* cudaMallocAsync / cudaFreeAsync */
+	DSMT_API_CUDA_MALLOC_MANAGED = 18, /* cudaMallocManaged / (cudaFree) */
+	DSMT_API_CUDA_HOST_ALLOC = 19,     /* cudaHostAlloc, cudaMallocHost / cudaFreeHost */
+	DSMT_API_CUDA_HOST_REGISTER = 20,  /* cudaHostRegister / cudaHostUnregister */
+	DSMT_API_CUDA_FREE = 21,           /* cudaFree (FREE only: kind taken from the alloc) */
+	DSMT_API_CUDA_FREE_HOST = 22,      /* cudaFreeHost (FREE only) */
+};
+
+#endif
