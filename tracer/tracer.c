@@ -1,0 +1,371 @@
+/* Event recording: per-thread rings, sequence numbers, interning. */
+#include "tracer.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "ring.h"
+
+struct dsmt_config dsmt_cfg;
+__thread int dsmt_in_hook DSMT_TLS;
+static __thread struct dsmt_ring *self_ring DSMT_TLS;
+
+struct dsmt_ring *_Atomic dsmt_rings;
+_Atomic uint64_t dsmt_seq;
+static _Atomic uint32_t next_string_id = 1, next_stack_id = 1;
+static pthread_key_t ring_key;
+static pthread_once_t ring_key_once = PTHREAD_ONCE_INIT;
+static pthread_once_t start_once = PTHREAD_ONCE_INIT;
+static _Atomic uint64_t self_ns_total, self_events;
+static int unwind_ok;
+
+uint64_t dsmt_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* One line on stderr, no stdio (may run under foreign locks). */
+void dsmt_warn(const char *fmt, ...)
+{
+	char buf[512];
+	int n = snprintf(buf, sizeof buf, "dsmemtrace[%d]: ", (int)getpid());
+	va_list ap;
+	va_start(ap, fmt);
+	int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (m < 0)
+		m = 0;
+	n += m;
+	if (n > (int)sizeof buf - 2)
+		n = (int)sizeof buf - 2;
+	buf[n++] = '\n';
+	for (ssize_t off = 0, w; off < n; off += w)
+		if ((w = write(2, buf + off, (size_t)(n - off))) <= 0 && errno != EINTR)
+			break;
+}
+
+static long env_long(const char *name, long def, long lo, long hi)
+{
+	const char *s = secure_getenv(name);
+	if (!s || !*s)
+		return def;
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || *end || v < lo || v > hi) {
+		dsmt_warn("ignoring %s=%s (expected an integer in [%ld, %ld])", name, s, lo, hi);
+		return def;
+	}
+	return v;
+}
+
+static void selftime_report(void)
+{
+	uint64_t n = atomic_load(&self_events), t = atomic_load(&self_ns_total);
+	dsmt_warn("selftime: %llu events, %llu ns total, %.1f ns/event (native depth %d)",
+		  (unsigned long long)n, (unsigned long long)t, n ? (double)t / (double)n : 0.0,
+		  dsmt_cfg.native_depth);
+}
+
+void dsmt_config_init(void)
+{
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	dsmt_cfg.start_mono_ns = dsmt_now_ns();
+	dsmt_cfg.start_real_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+	const char *dir = secure_getenv("DSMEMTRACE_DIR");
+	snprintf(dsmt_cfg.dir, sizeof dsmt_cfg.dir, "%s", dir && *dir ? dir : ".");
+	dsmt_cfg.flush_ms = (unsigned)env_long("DSMEMTRACE_FLUSH_MS", 200, 1, 60000);
+	dsmt_cfg.native_depth = (int)env_long("DSMEMTRACE_NATIVE_DEPTH", DSMT_DEFAULT_NATIVE_DEPTH, 0, DSMT_MAX_DEPTH);
+	dsmt_cfg.selftime = (int)env_long("DSMEMTRACE_SELFTIME", 0, 0, 1);
+	long kb = env_long("DSMEMTRACE_BUFFER_KB", 1024, 64, 1 << 20);
+	uint64_t cap = 64 * 1024;
+	while (cap < (uint64_t)kb * 1024)
+		cap <<= 1;
+	dsmt_cfg.ring_bytes = cap;
+	dsmt_cfg.disabled = (int)env_long("DSMEMTRACE_DISABLE", 0, 0, 1);
+	if (dsmt_cfg.selftime)
+		atexit(selftime_report);
+}
+
+/* ---- rings ---- */
+
+static void ring_retire(void *p)
+{
+	struct dsmt_ring *r = p;
+	if (self_ring == r)
+		self_ring = NULL;
+	atomic_store_explicit(&r->state, DSMT_RING_RETIRED, memory_order_release);
+}
+
+static void ring_key_init(void) { pthread_key_create(&ring_key, ring_retire); }
+
+static void *ring_reserve(struct dsmt_ring *r, uint32_t kind, uint32_t len, uint64_t *newhead);
+static void ring_commit(struct dsmt_ring *r, uint64_t newhead);
+
+static struct dsmt_ring *ring_get(void)
+{
+	struct dsmt_ring *r = self_ring;
+	if (__builtin_expect(r != NULL, 1))
+		return r;
+	pthread_once(&ring_key_once, ring_key_init);
+	/* reuse a drained ring of an exited thread */
+	for (r = atomic_load(&dsmt_rings); r; r = r->next) {
+		int expect = DSMT_RING_FREE;
+		if (atomic_load(&r->state) == DSMT_RING_FREE &&
+		    atomic_compare_exchange_strong(&r->state, &expect, DSMT_RING_LIVE))
+			break;
+	}
+	if (!r) {
+		size_t hdr = (sizeof *r + 63) & ~(size_t)63;
+		void *mem = mmap(NULL, hdr + dsmt_cfg.ring_bytes, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (mem == MAP_FAILED)
+			return NULL;
+		r = mem;
+		r->buf = (uint8_t *)mem + hdr;
+		r->cap = dsmt_cfg.ring_bytes; /* a power of two (dsmt_config_init) */
+		atomic_store(&r->state, DSMT_RING_LIVE);
+		struct dsmt_ring *old = atomic_load(&dsmt_rings);
+		do
+			r->next = old;
+		while (!atomic_compare_exchange_weak(&dsmt_rings, &old, r));
+	} else {
+		memset(r->str_hash, 0, sizeof r->str_hash);
+		memset(r->stk_hash, 0, sizeof r->stk_hash);
+		r->lost = 0;
+	}
+	self_ring = r;
+	pthread_setspecific(ring_key, r);
+	uint64_t nh;
+	uint32_t *tid = ring_reserve(r, DSMT_R_TID, 4, &nh);
+	if (tid) {
+		*tid = (uint32_t)syscall(SYS_gettid);
+		ring_commit(r, nh);
+	}
+	return r;
+}
+
+/* Returns a pointer to `len` payload bytes or NULL when the ring is full. */
+static void *ring_reserve(struct dsmt_ring *r, uint32_t kind, uint32_t len, uint64_t *newhead)
+{
+	uint64_t need = sizeof(struct dsmt_rhdr) + ((len + 7u) & ~7u);
+	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+	uint64_t pos = head & (r->cap - 1), contig = r->cap - pos;
+	uint64_t total = need + (contig < need ? contig : 0);
+	if (need > r->cap / 2 || r->cap - (head - tail) < total)
+		return NULL;
+	if (contig < need) {
+		struct dsmt_rhdr *pad = (struct dsmt_rhdr *)(r->buf + pos);
+		pad->kind = DSMT_R_PAD;
+		pad->len = (uint32_t)(contig - sizeof *pad);
+		head += contig;
+		pos = 0;
+	}
+	struct dsmt_rhdr *h = (struct dsmt_rhdr *)(r->buf + pos);
+	h->kind = kind;
+	h->len = len;
+	*newhead = head + need;
+	return h + 1;
+}
+
+static void ring_commit(struct dsmt_ring *r, uint64_t newhead)
+{
+	atomic_store_explicit(&r->head, newhead, memory_order_release);
+	uint64_t used = newhead - atomic_load_explicit(&r->tail, memory_order_relaxed);
+	if (used > r->cap / 2 && !atomic_exchange_explicit(&r->wake_sent, 1, memory_order_relaxed))
+		dsmt_writer_wake();
+}
+
+static uint64_t hash_bytes(const void *p, size_t n)
+{
+	/* FNV-1a over 8-byte words with a final mix; inputs are short */
+	const uint8_t *b = p;
+	uint64_t h = 0xcbf29ce484222325ull ^ n;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+		memcpy(&w, b + i, 8);
+		h = (h ^ w) * 0x100000001b3ull;
+		h ^= h >> 29;
+	}
+	for (; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	return h | 1; /* 0 marks an empty cache slot */
+}
+
+static uint32_t intern_in(struct dsmt_ring *r, const char *s, size_t n)
+{
+	if (n > 1000)
+		n = 1000;
+	uint64_t h = hash_bytes(s, n);
+	unsigned slot = (unsigned)(h & 255);
+	if (r->str_hash[slot] == h)
+		return r->str_id[slot];
+	uint64_t nh;
+	uint8_t *p = ring_reserve(r, DSMT_R_STRING, (uint32_t)(4 + n), &nh);
+	if (!p)
+		return 0;
+	uint32_t id = atomic_fetch_add_explicit(&next_string_id, 1, memory_order_relaxed);
+	memcpy(p, &id, 4);
+	memcpy(p + 4, s, n);
+	ring_commit(r, nh);
+	r->str_hash[slot] = h;
+	r->str_id[slot] = id;
+	return id;
+}
+
+uint32_t dsmt_intern(const char *s, size_t n)
+{
+	if (dsmt_cfg.disabled)
+		return 0;
+	struct dsmt_ring *r = ring_get();
+	return r ? intern_in(r, s, n) : 0;
+}
+
+/* Captures the native stack above the hook and returns its interned id. */
+static uint32_t stack_id(struct dsmt_ring *r)
+{
+	void *ips[DSMT_MAX_DEPTH + 3];
+	/* skip: dsmt_backtrace's own frame, stack_id, the dsmt_ev_* function, the hook */
+	enum { SKIP = 3 };
+	int n = dsmt_backtrace(ips, dsmt_cfg.native_depth + SKIP);
+	if (n <= SKIP)
+		return 0;
+	void **v = ips + SKIP;
+	n -= SKIP;
+	uint64_t h = hash_bytes(v, (size_t)n * sizeof *v);
+	unsigned slot = (unsigned)(h & 1023);
+	if (r->stk_hash[slot] == h)
+		return r->stk_id[slot];
+	uint64_t nh;
+	uint8_t *p = ring_reserve(r, DSMT_R_STACK, (uint32_t)(8 + 8 * n), &nh);
+	if (!p)
+		return 0;
+	uint32_t id = atomic_fetch_add_explicit(&next_stack_id, 1, memory_order_relaxed);
+	uint32_t nn = (uint32_t)n;
+	memcpy(p, &id, 4);
+	memcpy(p + 4, &nn, 4);
+	memcpy(p + 8, v, 8 * (size_t)n);
+	ring_commit(r, nh);
+	r->stk_hash[slot] = h;
+	r->stk_id[slot] = id;
+	return id;
+}
+
+static void start_once_fn(void)
+{
+	unwind_ok = dsmt_cfg.native_depth > 0 && dsmt_unwind_init() == 0;
+	dsmt_writer_start();
+}
+
+/* Reserves an event slot, writing a LOST record first if events were dropped.
+ * Sequence number and time are taken last, as close to the operation as
+ * possible. */
+static struct dsmt_ev *ev_begin(struct dsmt_ring *r, uint64_t *nh)
+{
+	if (__builtin_expect(r->lost != 0, 0)) {
+		struct dsmt_ev *l = ring_reserve(r, DSMT_R_EVENT, sizeof *l, nh);
+		if (!l) {
+			r->lost++;
+			return NULL;
+		}
+		memset(l, 0, sizeof *l);
+		l->rec = DSMT_REC_LOST;
+		l->c = r->lost;
+		l->seq = atomic_fetch_add_explicit(&dsmt_seq, 1, memory_order_relaxed);
+		l->ts = dsmt_now_ns();
+		ring_commit(r, *nh);
+		r->lost = 0;
+	}
+	struct dsmt_ev *e = ring_reserve(r, DSMT_R_EVENT, sizeof *e, nh);
+	if (!e) {
+		r->lost++;
+		return NULL;
+	}
+	return e;
+}
+
+static void ev_end(struct dsmt_ring *r, struct dsmt_ev *e, uint64_t nh, uint64_t t0)
+{
+	e->seq = atomic_fetch_add_explicit(&dsmt_seq, 1, memory_order_relaxed);
+	e->ts = dsmt_now_ns();
+	ring_commit(r, nh);
+	if (t0) {
+		atomic_fetch_add_explicit(&self_ns_total, dsmt_now_ns() - t0, memory_order_relaxed);
+		atomic_fetch_add_explicit(&self_events, 1, memory_order_relaxed);
+	}
+}
+
+void dsmt_ev_mem(uint8_t rec, uint8_t api, int dev, uint64_t ptr, uint64_t size, uint64_t stream,
+		 const void *site, const uint64_t *tot)
+{
+	if (dsmt_cfg.disabled)
+		return;
+	uint64_t t0 = dsmt_cfg.selftime ? dsmt_now_ns() : 0;
+	pthread_once(&start_once, start_once_fn);
+	struct dsmt_ring *r = ring_get();
+	if (!r)
+		return;
+	uint32_t stk = unwind_ok ? stack_id(r) : 0;
+	uint64_t nh;
+	struct dsmt_ev *e = ev_begin(r, &nh);
+	if (!e)
+		return;
+	e->rec = rec;
+	e->api = api;
+	e->dev = (int16_t)dev;
+	e->stack = stk;
+	e->ptr = ptr;
+	e->size = size;
+	e->stream = stream;
+	e->site = (uint64_t)(uintptr_t)site;
+	e->has_tot = tot != NULL;
+	e->a = tot ? tot[0] : 0;
+	e->b = tot ? tot[1] : 0;
+	e->c = 0;
+	ev_end(r, e, nh, t0);
+}
+
+void dsmt_ev_oom(int dev, uint64_t size, uint64_t tot_alloc, uint64_t tot_reserved, const void *site)
+{
+	uint64_t tot[2] = {tot_alloc, tot_reserved};
+	dsmt_ev_mem(DSMT_REC_OOM, 0, dev, 0, size, 0, site, tot);
+}
+
+void dsmt_ev_nvtx(uint8_t rec, uint32_t domain, uint32_t name, uint64_t range_id)
+{
+	if (dsmt_cfg.disabled)
+		return;
+	/* NVTX events do not start the writer: a process that never allocates
+	 * creates no file.  They wait in the ring until the first allocation. */
+	struct dsmt_ring *r = ring_get();
+	if (!r)
+		return;
+	uint64_t t0 = 0, nh;
+	struct dsmt_ev *e = ev_begin(r, &nh);
+	if (!e)
+		return;
+	memset(e, 0, sizeof *e);
+	e->rec = rec;
+	e->dev = -1;
+	e->a = domain;
+	e->b = name;
+	e->c = range_id;
+	ev_end(r, e, nh, t0);
+}

@@ -1,0 +1,64 @@
+/* The recording engine: no CUDA in here.  Hooks (interpose/) call the
+ * dsmt_ev_* functions; each copies a fixed-size record into the calling
+ * thread's ring buffer and returns.  A writer thread, started at the first
+ * allocation event, drains the rings, encodes records (format.h) and writes
+ * zstd frames.
+ *
+ * Hot-path contract: no locks, no I/O, no malloc, no Python, constant work
+ * apart from the optional native stack capture. */
+#ifndef DSMT_TRACER_H
+#define DSMT_TRACER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DSMT_HIDDEN __attribute__((visibility("hidden")))
+#define DSMT_EXPORT __attribute__((visibility("default")))
+#define DSMT_TLS __attribute__((tls_model("initial-exec")))
+
+#define DSMT_MAX_DEPTH 64
+/* native frames captured per event unless DSMEMTRACE_NATIVE_DEPTH says otherwise;
+ * chosen by measurement, see docs/decisions.md */
+#define DSMT_DEFAULT_NATIVE_DEPTH 16
+
+struct dsmt_config {
+	char dir[1024];       /* DSMEMTRACE_DIR, default "." */
+	unsigned flush_ms;    /* DSMEMTRACE_FLUSH_MS, default 200 */
+	int native_depth;     /* DSMEMTRACE_NATIVE_DEPTH */
+	int selftime;         /* DSMEMTRACE_SELFTIME=1: time spent in hooks */
+	size_t ring_bytes;    /* DSMEMTRACE_BUFFER_KB * 1024, per thread */
+	int disabled;         /* DSMEMTRACE_DISABLE=1, or a fatal condition */
+	char self_path[4096]; /* absolute path of this library */
+	uint64_t start_mono_ns, start_real_ns;
+};
+
+DSMT_HIDDEN extern struct dsmt_config dsmt_cfg;
+/* Recursion guard: non-zero while a hook records, and for good on our threads. */
+DSMT_HIDDEN extern __thread int dsmt_in_hook DSMT_TLS;
+
+DSMT_HIDDEN void dsmt_config_init(void);
+DSMT_HIDDEN uint64_t dsmt_now_ns(void);
+DSMT_HIDDEN void dsmt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Events.  `site` is the return address of the hooked function (its caller).
+ * tot: NULL or {total_allocated, total_reserved} as the allocator reports. */
+DSMT_HIDDEN void dsmt_ev_mem(uint8_t rec, uint8_t api, int dev, uint64_t ptr, uint64_t size,
+			     uint64_t stream, const void *site, const uint64_t *tot);
+DSMT_HIDDEN void dsmt_ev_oom(int dev, uint64_t size, uint64_t tot_alloc, uint64_t tot_reserved,
+			     const void *site);
+/* NVTX: rec is DSMT_REC_NVTX_*; domain/name are string ids (0 = none). */
+DSMT_HIDDEN void dsmt_ev_nvtx(uint8_t rec, uint32_t domain, uint32_t name, uint64_t range_id);
+
+/* Interns a string for the calling thread; returns its id (>0), 0 on failure. */
+DSMT_HIDDEN uint32_t dsmt_intern(const char *s, size_t n);
+
+/* native stacks (unwind.c) */
+DSMT_HIDDEN int dsmt_unwind_init(void); /* 0 if available */
+DSMT_HIDDEN int dsmt_backtrace(void **ips, int max);
+
+/* writer.c */
+DSMT_HIDDEN void dsmt_writer_start(void);
+DSMT_HIDDEN void dsmt_writer_wake(void);
+DSMT_HIDDEN void dsmt_writer_stop(void);
+
+#endif

@@ -1,0 +1,697 @@
+/* The writer thread: drains the per-thread rings, encodes records
+ * (format.h), compresses one zstd frame per flush and writes it.  All file
+ * I/O and compression happen here, never on a hooked thread. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "encode.h"
+#include "format.h"
+#include "ring.h"
+#include "tracer.h"
+
+#define FRAME_RAW_MAX (4u << 20) /* end a frame after this many raw bytes */
+
+static pthread_t writer_tid;
+static int writer_running;
+static int wake_fd = -1;
+static _Atomic int stop_flag;
+static int out_fd = -1;
+static ZSTD_CCtx *cctx;
+static uint8_t *raw, *zbuf;
+static size_t raw_len, raw_cap, zbuf_cap;
+static uint64_t frames_written;
+
+/* ---- output buffer ---- */
+
+static int raw_reserve(size_t n)
+{
+	if (raw_len + n <= raw_cap)
+		return 0;
+	size_t cap = raw_cap ? raw_cap : (1u << 20);
+	while (cap < raw_len + n)
+		cap *= 2;
+	uint8_t *p = realloc(raw, cap);
+	if (!p)
+		return -1;
+	raw = p;
+	raw_cap = cap;
+	return 0;
+}
+
+static void emit(uint8_t type, const struct dsmt_recbuf *rb)
+{
+	if (raw_reserve(dsmt_rec_size(rb)) == 0)
+		raw_len += dsmt_rec_finish(raw + raw_len, type, rb);
+}
+
+static int write_all(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	while (n) {
+		ssize_t w = write(out_fd, b, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		b += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static void fail(const char *what)
+{
+	dsmt_warn("%s: %s; tracing stops here (the program continues)", what, strerror(errno));
+	dsmt_cfg.disabled = 1;
+	if (out_fd >= 0)
+		close(out_fd);
+	out_fd = -1;
+}
+
+/* ---- per-frame thread delta state (tid -> prev seq/ts/ptr) ---- */
+
+struct tstate {
+	uint32_t tid, gen;
+	uint64_t seq, ts, ptr;
+};
+#define TSTATES 4096
+static struct tstate tstates[TSTATES];
+static uint32_t frame_gen = 1;
+static struct tstate *cur_thread;
+
+static void end_frame(void);
+
+/* Switches the decoder's current thread (a THREAD record every time), and
+ * names the thread the first time it appears in a frame. */
+static void select_thread(uint32_t tid)
+{
+	unsigned mask = TSTATES - 1, i = (tid * 2654435761u) & mask;
+	struct tstate *t = NULL;
+	int first = 0;
+	for (unsigned k = 0; k < TSTATES; k++, i = (i + 1) & mask) {
+		if (tstates[i].gen != frame_gen) {
+			t = &tstates[i];
+			*t = (struct tstate){.tid = tid, .gen = frame_gen};
+			first = 1;
+			break;
+		}
+		if (tstates[i].tid == tid) {
+			t = &tstates[i];
+			break;
+		}
+	}
+	if (!t) { /* more threads than slots in one frame: start a new frame */
+		end_frame();
+		frame_gen++;
+		t = &tstates[(tid * 2654435761u) & mask];
+		*t = (struct tstate){.tid = tid, .gen = frame_gen};
+		first = 1;
+	}
+	cur_thread = t;
+	struct dsmt_recbuf rb;
+	dsmt_rb_reset(&rb);
+	dsmt_rb_u(&rb, tid);
+	if (first) {
+		char path[64], name[32];
+		snprintf(path, sizeof path, "/proc/self/task/%u/comm", tid);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd >= 0 ? read(fd, name, sizeof name - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		if (n > 0 && name[n - 1] == '\n')
+			n--;
+		if (n > 0)
+			dsmt_rb_str(&rb, name, (size_t)n);
+	}
+	emit(DSMT_REC_THREAD, &rb);
+}
+
+static uint64_t to_units(uint64_t mono_ns)
+{
+	return mono_ns > dsmt_cfg.start_mono_ns ? (mono_ns - dsmt_cfg.start_mono_ns) / DSMT_TS_UNIT_NS : 0;
+}
+
+/* ---- encoding of ring records ---- */
+
+static void encode_event(const struct dsmt_ev *e)
+{
+	struct tstate *t = cur_thread;
+	struct dsmt_recbuf rb;
+	dsmt_rb_reset(&rb);
+	uint64_t ts = to_units(e->ts);
+	dsmt_rb_u(&rb, e->seq - t->seq);
+	dsmt_rb_u(&rb, ts >= t->ts ? ts - t->ts : 0);
+	t->seq = e->seq;
+	t->ts = ts > t->ts ? ts : t->ts;
+	uint64_t dev1 = e->dev >= 0 ? (uint64_t)e->dev + 1 : 0;
+	switch (e->rec) {
+	case DSMT_REC_ALLOC:
+	case DSMT_REC_FREE:
+		dsmt_rb_u(&rb, e->api);
+		dsmt_rb_u(&rb, dev1);
+		dsmt_rb_s(&rb, (int64_t)(e->ptr - t->ptr));
+		t->ptr = e->ptr;
+		dsmt_rb_u(&rb, e->size);
+		dsmt_rb_u(&rb, e->stream);
+		dsmt_rb_u(&rb, e->stack);
+		dsmt_rb_u(&rb, e->site);
+		if (e->has_tot) {
+			dsmt_rb_u(&rb, e->a);
+			dsmt_rb_u(&rb, e->b);
+		}
+		break;
+	case DSMT_REC_OOM:
+		dsmt_rb_u(&rb, dev1);
+		dsmt_rb_u(&rb, e->size);
+		dsmt_rb_u(&rb, e->a);
+		dsmt_rb_u(&rb, e->b);
+		dsmt_rb_u(&rb, e->stack);
+		dsmt_rb_u(&rb, e->site);
+		break;
+	case DSMT_REC_NVTX_PUSH:
+	case DSMT_REC_NVTX_MARK:
+		dsmt_rb_u(&rb, e->a);
+		dsmt_rb_u(&rb, e->b);
+		break;
+	case DSMT_REC_NVTX_POP:
+		dsmt_rb_u(&rb, e->a);
+		break;
+	case DSMT_REC_NVTX_START:
+		dsmt_rb_u(&rb, e->c);
+		dsmt_rb_u(&rb, e->a);
+		dsmt_rb_u(&rb, e->b);
+		break;
+	case DSMT_REC_NVTX_END:
+		dsmt_rb_u(&rb, e->c);
+		break;
+	case DSMT_REC_LOST:
+		dsmt_rb_u(&rb, e->c);
+		break;
+	default:
+		return;
+	}
+	emit(e->rec, &rb);
+}
+
+static void encode_string(const uint8_t *p, uint32_t len)
+{
+	uint32_t id;
+	memcpy(&id, p, 4);
+	struct dsmt_recbuf rb;
+	dsmt_rb_reset(&rb);
+	dsmt_rb_u(&rb, id);
+	dsmt_rb_str(&rb, p + 4, len - 4);
+	emit(DSMT_REC_STRING, &rb);
+}
+
+static void encode_stack(const uint8_t *p)
+{
+	uint32_t id, n;
+	memcpy(&id, p, 4);
+	memcpy(&n, p + 4, 4);
+	struct dsmt_recbuf rb;
+	dsmt_rb_reset(&rb);
+	dsmt_rb_u(&rb, id);
+	dsmt_rb_u(&rb, n);
+	uint64_t prev = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t ip;
+		memcpy(&ip, p + 8 + 8 * (size_t)i, 8);
+		if (i == 0)
+			dsmt_rb_u(&rb, ip);
+		else
+			dsmt_rb_s(&rb, (int64_t)(ip - prev));
+		prev = ip;
+	}
+	emit(DSMT_REC_STACK, &rb);
+}
+
+static void drain_ring(struct dsmt_ring *r)
+{
+	uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	int announced = 0;
+	while (tail < head) {
+		const struct dsmt_rhdr *h = (const void *)(r->buf + (tail & (r->cap - 1)));
+		const uint8_t *p = (const uint8_t *)(h + 1);
+		switch (h->kind) {
+		case DSMT_R_TID:
+			memcpy(&r->tid, p, 4);
+			announced = 0;
+			break;
+		case DSMT_R_EVENT:
+			if (!announced) {
+				select_thread(r->tid);
+				announced = 1;
+			}
+			encode_event((const struct dsmt_ev *)p);
+			break;
+		case DSMT_R_STRING:
+			encode_string(p, h->len);
+			break;
+		case DSMT_R_STACK:
+			encode_stack(p);
+			break;
+		default:
+			break;
+		}
+		tail += sizeof *h + ((h->len + 7u) & ~7u);
+		if (raw_len >= FRAME_RAW_MAX)
+			break; /* finish the frame; the rest comes next round */
+	}
+	atomic_store_explicit(&r->tail, tail, memory_order_release);
+	if (tail == head)
+		atomic_store_explicit(&r->wake_sent, 0, memory_order_relaxed);
+	int st = atomic_load_explicit(&r->state, memory_order_acquire);
+	if (st == DSMT_RING_RETIRED && tail == atomic_load_explicit(&r->head, memory_order_acquire))
+		atomic_store_explicit(&r->state, DSMT_RING_FREE, memory_order_release);
+}
+
+/* ---- module map ---- */
+
+struct modseen {
+	uint64_t base;
+	uint64_t hash;
+};
+static struct modseen *mods;
+static size_t nmods, capmods;
+static unsigned long long last_adds = ~0ull, last_subs = ~0ull;
+
+static uint64_t str_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	while (*s)
+		h = (h ^ (uint8_t)*s++) * 1099511628211ull;
+	return h;
+}
+
+static int module_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	if (arg) { /* first call: just read the counters */
+		unsigned long long *c = arg;
+		c[0] = info->dlpi_adds;
+		c[1] = info->dlpi_subs;
+		return 1;
+	}
+	const char *path = info->dlpi_name && *info->dlpi_name ? info->dlpi_name : NULL;
+	char exe[4096];
+	if (!path) {
+		ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+		if (n <= 0)
+			return 0;
+		exe[n] = 0;
+		path = exe;
+	}
+	uint64_t h = str_hash(path);
+	for (size_t i = 0; i < nmods; i++)
+		if (mods[i].base == info->dlpi_addr && mods[i].hash == h)
+			return 0;
+	uint64_t lo = ~0ull, hi = 0;
+	const uint8_t *bid = NULL;
+	size_t bidlen = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD) {
+			uint64_t a = info->dlpi_addr + ph->p_vaddr;
+			lo = a < lo ? a : lo;
+			hi = a + ph->p_memsz > hi ? a + ph->p_memsz : hi;
+		} else if (ph->p_type == PT_NOTE && !bid) {
+			const uint8_t *n = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
+			const uint8_t *end = n + ph->p_memsz;
+			while (n + 12 <= end) {
+				uint32_t namesz, descsz, type;
+				memcpy(&namesz, n, 4);
+				memcpy(&descsz, n + 4, 4);
+				memcpy(&type, n + 8, 4);
+				const uint8_t *name = n + 12;
+				const uint8_t *desc = name + ((namesz + 3) & ~3u);
+				if (desc + descsz > end)
+					break;
+				if (type == 3 /* NT_GNU_BUILD_ID */ && namesz == 4 && !memcmp(name, "GNU", 4)) {
+					bid = desc;
+					bidlen = descsz;
+					break;
+				}
+				n = desc + ((descsz + 3) & ~3u);
+			}
+		}
+	}
+	if (hi == 0)
+		return 0;
+	if (nmods == capmods) {
+		size_t c = capmods ? capmods * 2 : 64;
+		struct modseen *m = realloc(mods, c * sizeof *m);
+		if (!m)
+			return 1;
+		mods = m;
+		capmods = c;
+	}
+	mods[nmods++] = (struct modseen){info->dlpi_addr, h};
+	struct dsmt_recbuf rb;
+	dsmt_rb_reset(&rb);
+	dsmt_rb_u(&rb, info->dlpi_addr);
+	dsmt_rb_u(&rb, lo);
+	dsmt_rb_u(&rb, hi);
+	dsmt_rb_str(&rb, path, strlen(path));
+	dsmt_rb_str(&rb, bid, bidlen);
+	emit(DSMT_REC_MODULE, &rb);
+	return 0;
+}
+
+static void update_modules(void)
+{
+	unsigned long long c[2];
+	dl_iterate_phdr(module_cb, c);
+	if (c[0] == last_adds && c[1] == last_subs)
+		return;
+	last_adds = c[0];
+	last_subs = c[1];
+	dl_iterate_phdr(module_cb, NULL);
+}
+
+/* ---- frames ---- */
+
+static void end_frame(void)
+{
+	if (out_fd < 0 || raw_len == 0)
+		return;
+	struct dsmt_recbuf rb;
+	dsmt_rb_reset(&rb);
+	dsmt_rb_u(&rb, to_units(dsmt_now_ns()));
+	dsmt_rb_u(&rb, atomic_load(&dsmt_seq));
+	emit(DSMT_REC_FLUSH, &rb);
+	size_t bound = ZSTD_compressBound(raw_len);
+	if (bound > zbuf_cap) {
+		uint8_t *z = realloc(zbuf, bound);
+		if (!z) {
+			raw_len = 0;
+			return;
+		}
+		zbuf = z;
+		zbuf_cap = bound;
+	}
+	size_t zn = ZSTD_compress2(cctx, zbuf, zbuf_cap, raw, raw_len);
+	raw_len = 0;
+	frame_gen++;
+	cur_thread = NULL;
+	if (ZSTD_isError(zn)) {
+		errno = EIO;
+		fail("zstd compression failed");
+		return;
+	}
+	if (write_all(zbuf, zn) != 0)
+		fail("cannot write the trace");
+	frames_written++;
+}
+
+static void drain_all(void)
+{
+	update_modules();
+	int again;
+	do {
+		again = 0;
+		for (struct dsmt_ring *r = atomic_load(&dsmt_rings); r; r = r->next) {
+			drain_ring(r);
+			if (raw_len >= FRAME_RAW_MAX) {
+				end_frame();
+				again = 1;
+			}
+		}
+	} while (again && out_fd >= 0);
+	end_frame();
+}
+
+/* ---- header ---- */
+
+static void meta(const char *k, const void *v, size_t n)
+{
+	struct dsmt_recbuf rb;
+	dsmt_rb_reset(&rb);
+	dsmt_rb_str(&rb, k, strlen(k));
+	dsmt_rb_str(&rb, v, n);
+	emit(DSMT_REC_META, &rb);
+}
+
+static void meta_s(const char *k, const char *v) { meta(k, v, strlen(v)); }
+
+static void meta_u(const char *k, unsigned long long v)
+{
+	char b[32];
+	snprintf(b, sizeof b, "%llu", v);
+	meta_s(k, b);
+}
+
+static const char *env_first(const char *const *names)
+{
+	for (; *names; names++) {
+		const char *v = getenv(*names);
+		if (v && *v)
+			return v;
+	}
+	return NULL;
+}
+
+static const char *const RANK_VARS[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", NULL};
+static const char *const LOCAL_VARS[] = {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", NULL};
+static const char *const WORLD_VARS[] = {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL};
+
+static int open_trace(char *path, size_t cap)
+{
+	char host[256] = "unknown";
+	gethostname(host, sizeof host - 1);
+	for (char *c = host; *c; c++)
+		if (*c == '/')
+			*c = '_';
+	const char *rank = env_first(RANK_VARS);
+	char rk[64] = "";
+	if (rank)
+		snprintf(rk, sizeof rk, ".rank%.40s", rank);
+	for (int i = 0; i < 100; i++) {
+		char sfx[16] = "";
+		if (i)
+			snprintf(sfx, sizeof sfx, ".%d", i);
+		snprintf(path, cap, "%s/dsmemtrace.%s.%d%s%s.zst", dsmt_cfg.dir, host, (int)getpid(), rk, sfx);
+		int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (fd >= 0 || errno != EEXIST)
+			return fd;
+	}
+	return -1;
+}
+
+static void read_file(const char *p, char *buf, size_t cap, size_t *len)
+{
+	*len = 0;
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n;
+	while (*len < cap && (n = read(fd, buf + *len, cap - *len)) > 0)
+		*len += (size_t)n;
+	close(fd);
+}
+
+static int find_lib_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	const char **want = arg; /* want[0] = substring, want[1] = result */
+	if (info->dlpi_name && strstr(info->dlpi_name, want[0])) {
+		want[1] = info->dlpi_name;
+		return 1;
+	}
+	return 0;
+}
+
+static const char *find_lib(const char *sub)
+{
+	const char *w[2] = {sub, NULL};
+	dl_iterate_phdr(find_lib_cb, w);
+	return w[1];
+}
+
+/* Versions of what is already loaded; never loads anything new. */
+static void versions(void)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	if (h) {
+		int (*f)(int *) = (int (*)(int *))dlsym(h, "cuDriverGetVersion");
+		int v = 0;
+		if (f && f(&v) == 0)
+			meta_u("cuda_driver_version", (unsigned)v);
+		dlclose(h);
+	}
+	const char *rt = find_lib("libcudart.so");
+	if (rt && (h = dlopen(rt, RTLD_NOW | RTLD_NOLOAD))) {
+		int (*f)(int *) = (int (*)(int *))dlsym(h, "cudaRuntimeGetVersion");
+		int v = 0;
+		if (f && f(&v) == 0)
+			meta_u("cuda_runtime_version", (unsigned)v);
+		dlclose(h);
+	}
+	const char *c10 = find_lib("/libc10.so");
+	if (c10) {
+		char p[4096], buf[4096];
+		size_t n;
+		snprintf(p, sizeof p, "%s", c10);
+		char *slash = strrchr(p, '/');
+		if (slash) {
+			*slash = 0; /* .../torch/lib */
+			slash = strrchr(p, '/');
+			if (slash) {
+				snprintf(slash, sizeof p - (size_t)(slash - p), "/version.py");
+				read_file(p, buf, sizeof buf - 1, &n);
+				buf[n] = 0;
+				char *v = strstr(buf, "__version__");
+				char *q1 = v ? strchr(v, '\'') : NULL;
+				if (!q1 && v)
+					q1 = strchr(v, '"');
+				char *q2 = q1 ? strchr(q1 + 1, *q1) : NULL;
+				if (q2)
+					meta("torch_version", q1 + 1, (size_t)(q2 - q1 - 1));
+			}
+		}
+	}
+}
+
+static int write_header(void)
+{
+	char host[256] = "unknown", buf[65536];
+	size_t n;
+	gethostname(host, sizeof host - 1);
+	meta_s("host", host);
+	meta_u("pid", (unsigned)getpid());
+	meta_u("ppid", (unsigned)getppid());
+	const char *v;
+	if ((v = env_first(RANK_VARS)))
+		meta_s("rank", v);
+	if ((v = env_first(LOCAL_VARS)))
+		meta_s("local_rank", v);
+	if ((v = env_first(WORLD_VARS)))
+		meta_s("world_size", v);
+	read_file("/proc/self/cmdline", buf, sizeof buf, &n);
+	if (n && buf[n - 1] == 0)
+		n--;
+	meta("cmdline", buf, n);
+	ssize_t en = readlink("/proc/self/exe", buf, sizeof buf - 1);
+	meta("exe", buf, en > 0 ? (size_t)en : 0);
+	meta_u("start_realtime_ns", dsmt_cfg.start_real_ns);
+	meta_u("start_mono_ns", dsmt_cfg.start_mono_ns);
+	meta_u("ts_unit_ns", DSMT_TS_UNIT_NS);
+	meta_s("tracer_version", DSMT_VERSION);
+	meta_u("native_depth", (unsigned)dsmt_cfg.native_depth);
+
+	uint8_t hdr[8 + DSMT_MAGIC_LEN + 4];
+	uint32_t magic = DSMT_SKIPPABLE_MAGIC, size = (uint32_t)(DSMT_MAGIC_LEN + 4 + raw_len);
+	memcpy(hdr, &magic, 4); /* little-endian hosts only (x86-64, aarch64) */
+	memcpy(hdr + 4, &size, 4);
+	memcpy(hdr + 8, DSMT_MAGIC, DSMT_MAGIC_LEN);
+	uint16_t major = DSMT_FORMAT_MAJOR, minor = DSMT_FORMAT_MINOR;
+	memcpy(hdr + 8 + DSMT_MAGIC_LEN, &major, 2);
+	memcpy(hdr + 10 + DSMT_MAGIC_LEN, &minor, 2);
+	int rc = write_all(hdr, sizeof hdr) || write_all(raw, raw_len);
+	raw_len = 0;
+	return rc;
+}
+
+/* ---- the thread ---- */
+
+static void *writer_main(void *arg)
+{
+	(void)arg;
+	dsmt_in_hook = 1; /* nothing this thread does is traced */
+	char path[2048];
+	out_fd = open_trace(path, sizeof path);
+	if (out_fd < 0) {
+		fail("cannot create the trace file in DSMEMTRACE_DIR");
+		return NULL;
+	}
+	cctx = ZSTD_createCCtx();
+	if (!cctx || ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 3)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1))) {
+		errno = ENOMEM;
+		fail("cannot set up zstd");
+		return NULL;
+	}
+	if (write_header() != 0) {
+		fail("cannot write the trace header");
+		return NULL;
+	}
+	versions();
+	struct pollfd pfd = {.fd = wake_fd, .events = POLLIN};
+	while (!atomic_load(&stop_flag) && out_fd >= 0) {
+		poll(&pfd, 1, (int)dsmt_cfg.flush_ms);
+		uint64_t junk;
+		if (pfd.revents & POLLIN)
+			while (read(wake_fd, &junk, sizeof junk) < 0 && errno == EINTR)
+				;
+		drain_all();
+	}
+	if (out_fd >= 0) {
+		drain_all();
+		close(out_fd);
+		out_fd = -1;
+	}
+	return NULL;
+}
+
+static void atfork_child(void)
+{
+	/* The writer thread does not exist in a forked child: the child stays
+	 * silent rather than write into the parent's file (docs/README). */
+	dsmt_cfg.disabled = 1;
+	writer_running = 0;
+}
+
+void dsmt_writer_wake(void)
+{
+	if (wake_fd >= 0) {
+		uint64_t one = 1;
+		ssize_t r = write(wake_fd, &one, sizeof one);
+		(void)r;
+	}
+}
+
+void dsmt_writer_stop(void)
+{
+	if (!writer_running)
+		return;
+	writer_running = 0;
+	atomic_store(&stop_flag, 1);
+	dsmt_writer_wake();
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 10;
+	if (pthread_timedjoin_np(writer_tid, NULL, &dl) != 0)
+		dsmt_warn("writer thread did not finish within 10 s; the trace may end early");
+}
+
+void dsmt_writer_start(void)
+{
+	wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(&writer_tid, NULL, writer_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
+		dsmt_warn("cannot start the writer thread (%s); tracing off", strerror(rc));
+		dsmt_cfg.disabled = 1;
+		return;
+	}
+	writer_running = 1;
+	pthread_atfork(NULL, NULL, atfork_child);
+	atexit(dsmt_writer_stop);
+}
