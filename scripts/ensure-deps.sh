@@ -86,7 +86,7 @@ dsmt_build() {
 	local b=$1
 	shift
 	if [ ! -f "$b/build.ninja" ]; then
-		"$MESON" setup "$b" "$dsmt_root" -Dcuda_home="$CUDA_HOME" "$@" >/dev/null ||
+		"$MESON" setup "$b" "$dsmt_root" -Dtoolkit_dir="$CUDA_HOME" "$@" >/dev/null ||
 			dsmt_die "meson setup failed (see $b/meson-logs/meson-log.txt)"
 	fi
 	"$NINJA" -C "$b" >/dev/null || "$NINJA" -C "$b" || dsmt_die "build failed"
