@@ -41,12 +41,22 @@ struct dsmt_ev {
 
 enum { DSMT_RING_FREE = 0, DSMT_RING_LIVE = 1, DSMT_RING_RETIRED = 2 };
 
-struct dsmt_ring {
-	struct dsmt_ring *next; /* global list, append-only */
-	_Atomic int state;
+/* One buffer of a ring.  When it is full the producer does not wait for the
+ * writer and does not drop: it links a segment twice the size (up to
+ * DSMEMTRACE_MAX_BUFFER_MB in all) and goes on there; the writer frees a
+ * drained segment once a successor exists. */
+struct dsmt_seg {
 	uint8_t *buf;
 	uint64_t cap; /* power of two */
 	_Atomic uint64_t head, tail;
+	struct dsmt_seg *_Atomic next; /* set by the producer after its last commit here */
+};
+
+struct dsmt_ring {
+	struct dsmt_ring *next; /* global list, append-only */
+	_Atomic int state;
+	struct dsmt_seg *prod;          /* producer's segment */
+	struct dsmt_seg *_Atomic cons;  /* consumer's segment */
 	uint64_t lost; /* producer only: events dropped since the last LOST record */
 	_Atomic int wake_sent;
 	/* producer-side intern caches (direct mapped) */
@@ -59,6 +69,8 @@ struct dsmt_ring {
 };
 
 DSMT_HIDDEN extern struct dsmt_ring *_Atomic dsmt_rings;
+DSMT_HIDDEN extern _Atomic uint64_t dsmt_buffer_bytes; /* all segments */
+DSMT_HIDDEN void dsmt_seg_free(struct dsmt_seg *s);
 DSMT_HIDDEN extern _Atomic uint64_t dsmt_seq;
 
 #endif

@@ -94,6 +94,7 @@ void dsmt_config_init(void)
 	while (cap < (uint64_t)kb * 1024)
 		cap <<= 1;
 	dsmt_cfg.ring_bytes = cap;
+	dsmt_cfg.max_buffer_bytes = (uint64_t)env_long("DSMEMTRACE_MAX_BUFFER_MB", 1024, 1, 1 << 20) << 20;
 	dsmt_cfg.disabled = (int)env_long("DSMEMTRACE_DISABLE", 0, 0, 1);
 	if (dsmt_cfg.selftime)
 		atexit(selftime_report);
@@ -114,6 +115,34 @@ static void ring_key_init(void) { pthread_key_create(&ring_key, ring_retire); }
 static void *ring_reserve(struct dsmt_ring *r, uint32_t kind, uint32_t len, uint64_t *newhead);
 static void ring_commit(struct dsmt_ring *r, uint64_t newhead);
 
+_Atomic uint64_t dsmt_buffer_bytes;
+
+static struct dsmt_seg *seg_new(uint64_t cap)
+{
+	uint64_t limit = dsmt_cfg.max_buffer_bytes;
+	if (atomic_fetch_add(&dsmt_buffer_bytes, cap) + cap > limit) {
+		atomic_fetch_sub(&dsmt_buffer_bytes, cap);
+		return NULL;
+	}
+	size_t hdr = (sizeof(struct dsmt_seg) + 63) & ~(size_t)63;
+	void *mem = mmap(NULL, hdr + cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED) {
+		atomic_fetch_sub(&dsmt_buffer_bytes, cap);
+		return NULL;
+	}
+	struct dsmt_seg *s = mem;
+	s->buf = (uint8_t *)mem + hdr;
+	s->cap = cap;
+	return s;
+}
+
+void dsmt_seg_free(struct dsmt_seg *s)
+{
+	size_t hdr = (sizeof(struct dsmt_seg) + 63) & ~(size_t)63;
+	atomic_fetch_sub(&dsmt_buffer_bytes, s->cap);
+	munmap(s, hdr + s->cap);
+}
+
 static struct dsmt_ring *ring_get(void)
 {
 	struct dsmt_ring *r = self_ring;
@@ -128,14 +157,15 @@ static struct dsmt_ring *ring_get(void)
 			break;
 	}
 	if (!r) {
-		size_t hdr = (sizeof *r + 63) & ~(size_t)63;
-		void *mem = mmap(NULL, hdr + dsmt_cfg.ring_bytes, PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (mem == MAP_FAILED)
+		r = calloc(1, sizeof *r);
+		if (!r)
 			return NULL;
-		r = mem;
-		r->buf = (uint8_t *)mem + hdr;
-		r->cap = dsmt_cfg.ring_bytes; /* a power of two (dsmt_config_init) */
+		r->prod = seg_new(dsmt_cfg.ring_bytes);
+		if (!r->prod) {
+			free(r);
+			return NULL;
+		}
+		atomic_store(&r->cons, r->prod);
 		atomic_store(&r->state, DSMT_RING_LIVE);
 		struct dsmt_ring *old = atomic_load(&dsmt_rings);
 		do
@@ -157,35 +187,51 @@ static struct dsmt_ring *ring_get(void)
 	return r;
 }
 
-/* Returns a pointer to `len` payload bytes or NULL when the ring is full. */
-static void *ring_reserve(struct dsmt_ring *r, uint32_t kind, uint32_t len, uint64_t *newhead)
+/* Returns a pointer to `len` payload bytes, or NULL when the ring is full
+ * and no larger segment can be had (DSMEMTRACE_MAX_BUFFER_MB). */
+static void *seg_reserve(struct dsmt_seg *g, uint32_t kind, uint32_t len, uint64_t *newhead)
 {
 	uint64_t need = sizeof(struct dsmt_rhdr) + ((len + 7u) & ~7u);
-	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
-	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
-	uint64_t pos = head & (r->cap - 1), contig = r->cap - pos;
+	uint64_t head = atomic_load_explicit(&g->head, memory_order_relaxed);
+	uint64_t tail = atomic_load_explicit(&g->tail, memory_order_acquire);
+	uint64_t pos = head & (g->cap - 1), contig = g->cap - pos;
 	uint64_t total = need + (contig < need ? contig : 0);
-	if (need > r->cap / 2 || r->cap - (head - tail) < total)
+	if (need > g->cap / 2 || g->cap - (head - tail) < total)
 		return NULL;
 	if (contig < need) {
-		struct dsmt_rhdr *pad = (struct dsmt_rhdr *)(r->buf + pos);
+		struct dsmt_rhdr *pad = (struct dsmt_rhdr *)(g->buf + pos);
 		pad->kind = DSMT_R_PAD;
 		pad->len = (uint32_t)(contig - sizeof *pad);
 		head += contig;
 		pos = 0;
 	}
-	struct dsmt_rhdr *h = (struct dsmt_rhdr *)(r->buf + pos);
+	struct dsmt_rhdr *h = (struct dsmt_rhdr *)(g->buf + pos);
 	h->kind = kind;
 	h->len = len;
 	*newhead = head + need;
 	return h + 1;
 }
 
+static void *ring_reserve(struct dsmt_ring *r, uint32_t kind, uint32_t len, uint64_t *newhead)
+{
+	void *p = seg_reserve(r->prod, kind, len, newhead);
+	if (__builtin_expect(p != NULL, 1))
+		return p;
+	struct dsmt_seg *g = seg_new(r->prod->cap * 2);
+	if (!g)
+		return NULL;
+	atomic_store_explicit(&r->prod->next, g, memory_order_release);
+	r->prod = g;
+	dsmt_writer_wake();
+	return seg_reserve(g, kind, len, newhead);
+}
+
 static void ring_commit(struct dsmt_ring *r, uint64_t newhead)
 {
-	atomic_store_explicit(&r->head, newhead, memory_order_release);
-	uint64_t used = newhead - atomic_load_explicit(&r->tail, memory_order_relaxed);
-	if (used > r->cap / 2 && !atomic_exchange_explicit(&r->wake_sent, 1, memory_order_relaxed))
+	struct dsmt_seg *g = r->prod;
+	atomic_store_explicit(&g->head, newhead, memory_order_release);
+	uint64_t used = newhead - atomic_load_explicit(&g->tail, memory_order_relaxed);
+	if (used > g->cap / 2 && !atomic_exchange_explicit(&r->wake_sent, 1, memory_order_relaxed))
 		dsmt_writer_wake();
 }
 

@@ -26,7 +26,8 @@ struct dsmt_config {
 	unsigned flush_ms;    /* DSMEMTRACE_FLUSH_MS, default 200 */
 	int native_depth;     /* DSMEMTRACE_NATIVE_DEPTH */
 	int selftime;         /* DSMEMTRACE_SELFTIME=1: time spent in hooks */
-	size_t ring_bytes;    /* DSMEMTRACE_BUFFER_KB * 1024, per thread */
+	size_t ring_bytes;    /* DSMEMTRACE_BUFFER_KB * 1024: first segment per thread */
+	uint64_t max_buffer_bytes; /* DSMEMTRACE_MAX_BUFFER_MB: all segments together */
 	int disabled;         /* DSMEMTRACE_DISABLE=1, or a fatal condition */
 	char self_path[4096]; /* absolute path of this library */
 	uint64_t start_mono_ns, start_real_ns;

@@ -239,23 +239,24 @@ static void encode_stack(const uint8_t *p)
 	emit(DSMT_REC_STACK, &rb);
 }
 
-static void drain_ring(struct dsmt_ring *r)
+/* Drains one segment; returns 1 when it stopped because the frame is full. */
+static int drain_seg(struct dsmt_ring *r, struct dsmt_seg *g, int *announced)
 {
-	uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
-	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
-	int announced = 0;
+	uint64_t head = atomic_load_explicit(&g->head, memory_order_acquire);
+	uint64_t tail = atomic_load_explicit(&g->tail, memory_order_relaxed);
+	int full = 0;
 	while (tail < head) {
-		const struct dsmt_rhdr *h = (const void *)(r->buf + (tail & (r->cap - 1)));
+		const struct dsmt_rhdr *h = (const void *)(g->buf + (tail & (g->cap - 1)));
 		const uint8_t *p = (const uint8_t *)(h + 1);
 		switch (h->kind) {
 		case DSMT_R_TID:
 			memcpy(&r->tid, p, 4);
-			announced = 0;
+			*announced = 0;
 			break;
 		case DSMT_R_EVENT:
-			if (!announced) {
+			if (!*announced) {
 				select_thread(r->tid);
-				announced = 1;
+				*announced = 1;
 			}
 			encode_event((const struct dsmt_ev *)p);
 			break;
@@ -269,14 +270,37 @@ static void drain_ring(struct dsmt_ring *r)
 			break;
 		}
 		tail += sizeof *h + ((h->len + 7u) & ~7u);
-		if (raw_len >= FRAME_RAW_MAX)
-			break; /* finish the frame; the rest comes next round */
+		if (raw_len >= FRAME_RAW_MAX) {
+			full = 1; /* finish the frame; the rest comes next round */
+			break;
+		}
 	}
-	atomic_store_explicit(&r->tail, tail, memory_order_release);
-	if (tail == head)
+	atomic_store_explicit(&g->tail, tail, memory_order_release);
+	return full;
+}
+
+static void drain_ring(struct dsmt_ring *r)
+{
+	int announced = 0;
+	for (;;) {
+		struct dsmt_seg *g = atomic_load_explicit(&r->cons, memory_order_relaxed);
+		if (drain_seg(r, g, &announced))
+			return;
+		struct dsmt_seg *next = atomic_load_explicit(&g->next, memory_order_acquire);
+		if (!next)
+			break;
+		/* the producer moved on after its last commit here: finish, then free */
+		if (drain_seg(r, g, &announced))
+			return;
+		atomic_store_explicit(&r->cons, next, memory_order_relaxed);
+		dsmt_seg_free(g);
+	}
+	struct dsmt_seg *g = atomic_load_explicit(&r->cons, memory_order_relaxed);
+	uint64_t tail = atomic_load_explicit(&g->tail, memory_order_relaxed);
+	if (tail == atomic_load_explicit(&g->head, memory_order_acquire))
 		atomic_store_explicit(&r->wake_sent, 0, memory_order_relaxed);
 	int st = atomic_load_explicit(&r->state, memory_order_acquire);
-	if (st == DSMT_RING_RETIRED && tail == atomic_load_explicit(&r->head, memory_order_acquire))
+	if (st == DSMT_RING_RETIRED && tail == atomic_load_explicit(&g->head, memory_order_acquire))
 		atomic_store_explicit(&r->state, DSMT_RING_FREE, memory_order_release);
 }
 
