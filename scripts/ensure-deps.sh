@@ -58,7 +58,8 @@ fi
 
 # CUDA headers
 if [ -z "${CUDA_HOME:-}" ]; then
-	for d in /usr/local/cuda "$dsmt_root/.deps/cuda/nvidia/cu13"; do
+	_pyn=$(python3 -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13"))' 2>/dev/null || true)
+	for d in /usr/local/cuda "$dsmt_root/.deps/cuda/nvidia/cu13" ${_pyn:+"$_pyn"}; do
 		if [ -f "$d/include/nvtx3/nvToolsExt.h" ] && [ -f "$d/include/cuda_runtime_api.h" ]; then
 			CUDA_HOME=$d
 			break
