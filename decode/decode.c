@@ -1,0 +1,1311 @@
+/* Two passes over a trace file:
+ *   pass 1 (defs)   collects META, STRING and MODULE records (MODULE records
+ *                   may follow the events whose call sites they resolve) and
+ *                   finds where the file stops being readable;
+ *   pass 2 (replay) decodes events, puts them back in seq order and replays
+ *                   them into per-device live maps, cutting the run into
+ *                   segments at every record that may be a step boundary.
+ * Steps are then assembled from the segments once all markers are known. */
+#include "decode.h"
+
+#include <inttypes.h>
+#include <regex.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format.h"
+#include "hashmap.h"
+#include "reader.h"
+#include "reorder.h"
+#include "varint.h"
+
+#define STR_MAX ((size_t)1 << 20)      /* longest string kept */
+#define ARENA_MAX ((size_t)256 << 20)  /* all strings together */
+#define META_MAX 4096
+#define MODULES_MAX ((size_t)1 << 20)
+#define THREADS_MAX ((size_t)1 << 20)
+#define NVTX_DEPTH_MAX 256
+#define STACK_DUMP_MAX 256
+#define DEV1_MAX 254 /* dev1 255 = out of range */
+
+enum { PASS_DEFS, PASS_REPLAY, PASS_DUMP };
+
+struct str_ent {
+	size_t off;
+	uint32_t len;
+};
+
+struct module {
+	uint64_t base, lo, hi;
+	char *path;
+	int is_torch;
+};
+
+struct nvtx_ent {
+	uint64_t name, seq, ts;
+};
+
+struct domstack {
+	uint64_t domain;
+	struct nvtx_ent *v;
+	uint32_t n, cap;
+	uint64_t overflow; /* pushes beyond NVTX_DEPTH_MAX not kept */
+};
+
+struct thread {
+	uint64_t tid;
+	uint64_t gen; /* frame generation of the delta state */
+	uint64_t seq, ts, ptr;
+	char *name;
+	struct domstack *ds;
+	uint32_t nds;
+};
+
+struct dev {
+	struct dsmt_hmap tens; /* ptr -> size */
+	uint64_t alloc, res;   /* current tensor-allocated / torch-reserved bytes */
+	uint64_t pk_alloc, pk_res, allocs, frees; /* of the open segment */
+	int used;
+};
+
+struct segstat {
+	uint64_t pk_alloc, end_alloc, pk_res, end_res, allocs, frees;
+};
+
+struct seg {
+	uint64_t end_seq, end_ts;
+	size_t off;    /* into ctx.stats */
+	uint32_t ndev; /* stats for dev1 = 1..ndev */
+};
+
+struct range {
+	uint64_t s_seq, s_ts, e_seq, e_ts;
+};
+
+struct mark {
+	uint64_t seq, ts;
+};
+
+#define VEC(T) struct { T *v; size_t n, cap; }
+
+static int vec_grow(void **v, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	size_t nc = *cap ? *cap * 2 : 16;
+	while (nc < need)
+		nc *= 2;
+	void *nv = realloc(*v, nc * elem);
+	if (!nv)
+		return -1;
+	*v = nv;
+	*cap = nc;
+	return 0;
+}
+#define VPUSH(vec) (vec_grow((void **)&(vec).v, &(vec).cap, (vec).n + 1, sizeof(*(vec).v)) ? NULL : &(vec).v[(vec).n++])
+
+struct ctx {
+	const char *path;
+	FILE *err;
+	const struct dsmt_opts *o;
+	struct dsmt_reader rd;
+	int mode;
+	FILE *dump;
+	int is_header;
+	const uint8_t *fbuf; /* current frame's records */
+
+	/* definitions (pass 1) */
+	struct dsmt_hmap strmap; /* id -> index into strs */
+	VEC(struct str_ent) strs;
+	char *arena;
+	size_t arena_len, arena_cap;
+	uint64_t strings_dropped;
+	VEC(struct module) mods;
+	VEC(struct dsmt_meta) meta;
+	VEC(struct module) torch; /* libc10_cuda* ranges */
+
+	/* threads */
+	struct dsmt_hmap thrmap; /* tid -> index */
+	VEC(struct thread) thr;
+	struct thread *cur;
+	uint64_t gen;
+
+	/* step markers */
+	regex_t re;
+	int have_re;
+	struct dsmt_hmap rematch; /* name id -> 1 match, 2 no match */
+	struct dsmt_hmap open_seq, open_ts; /* START range_id -> seq / ts */
+	VEC(struct range) ranges;
+	VEC(struct mark) marks;
+	VEC(struct seg) segs;
+	VEC(struct segstat) stats;
+
+	/* replay */
+	struct dsmt_reorder ro;
+	struct dev *dev[256];
+	unsigned maxdev1;
+	struct dsmt_hmap rt; /* runtime ptr -> size, aux = dev1 | api << 8 | torch << 16 */
+	uint64_t events, ooms, lost, last_ts;
+	uint64_t unk_free, unk_free_seq, unk_free_ptr, dbl_alloc, dbl_alloc_seq;
+	uint64_t rt_unk_free, rt_unk_seq, rt_unk_ptr;
+	uint64_t nodev, nodev_seq, pop_empty, nvtx_overflow;
+	uint64_t tot_checked, tot_bad, tot_bad_seq, tot_bad_replay, tot_bad_alloc;
+	int nomem;
+
+	/* where the file stops */
+	int status; /* DSMT_NEXT_END / _TRUNC / _DAMAGED */
+	char stopmsg[320];
+};
+
+static void msg(struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void msg(struct ctx *c, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(c->err, "dsmemdecode: %s: ", c->path);
+	va_start(ap, fmt);
+	vfprintf(c->err, fmt, ap);
+	va_end(ap);
+	fputc('\n', c->err);
+}
+
+/* ---- definitions ---------------------------------------------------- */
+
+static const char *str_get(struct ctx *c, uint64_t id, size_t *len)
+{
+	struct dsmt_hent *h = dsmt_hmap_get(&c->strmap, id);
+	if (!h) {
+		if (len)
+			*len = 0;
+		return NULL;
+	}
+	struct str_ent *s = &c->strs.v[h->v];
+	if (len)
+		*len = s->len;
+	return c->arena + s->off;
+}
+
+static void str_add(struct ctx *c, uint64_t id, const uint8_t *s, size_t n)
+{
+	if (n > STR_MAX)
+		n = STR_MAX;
+	if (c->arena_len + n + 1 > ARENA_MAX) {
+		c->strings_dropped++;
+		return;
+	}
+	if (vec_grow((void **)&c->arena, &c->arena_cap, c->arena_len + n + 1, 1)) {
+		c->nomem = 1;
+		return;
+	}
+	int created;
+	struct dsmt_hent *h = dsmt_hmap_put(&c->strmap, id, &created);
+	struct str_ent *e = created ? VPUSH(c->strs) : &c->strs.v[h ? h->v : 0];
+	if (!h || !e) {
+		c->nomem = 1;
+		return;
+	}
+	if (created)
+		h->v = c->strs.n - 1;
+	e->off = c->arena_len;
+	e->len = (uint32_t)n;
+	memcpy(c->arena + c->arena_len, s, n);
+	c->arena[c->arena_len + n] = 0;
+	c->arena_len += n + 1;
+}
+
+static char *dupn(const uint8_t *s, size_t n)
+{
+	if (n > STR_MAX)
+		n = STR_MAX;
+	char *d = malloc(n + 1);
+	if (d) {
+		memcpy(d, s, n);
+		d[n] = 0;
+	}
+	return d;
+}
+
+static void meta_add(struct ctx *c, const uint8_t *k, size_t kn, const uint8_t *v, size_t vn)
+{
+	if (vn > STR_MAX)
+		vn = STR_MAX;
+	char *key = dupn(k, kn), *val = dupn(v, vn);
+	if (!key || !val)
+		goto fail;
+	for (size_t i = 0; i < c->meta.n; i++) {
+		if (strcmp(c->meta.v[i].key, key) == 0) {
+			free(c->meta.v[i].val);
+			free(key);
+			c->meta.v[i].val = val;
+			c->meta.v[i].val_len = vn;
+			return;
+		}
+	}
+	if (c->meta.n >= META_MAX)
+		goto fail;
+	struct dsmt_meta *m = VPUSH(c->meta);
+	if (!m)
+		goto fail;
+	m->key = key;
+	m->val = val;
+	m->val_len = vn;
+	return;
+fail:
+	free(key);
+	free(val);
+}
+
+static const char *meta_get(struct dsmt_meta *m, size_t n, const char *key)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(m[i].key, key) == 0)
+			return m[i].val;
+	return NULL;
+}
+
+const char *dsmt_meta_get(const struct dsmt_process *p, const char *key)
+{
+	return meta_get(p->meta, p->nmeta, key);
+}
+
+static int is_torch_path(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	b = b ? b + 1 : path;
+	return strncmp(b, "libc10_cuda", 11) == 0;
+}
+
+static int site_is_torch(struct ctx *c, uint64_t site)
+{
+	for (size_t i = 0; i < c->torch.n; i++)
+		if (site >= c->torch.v[i].lo && site < c->torch.v[i].hi)
+			return 1;
+	return 0;
+}
+
+/* ---- printing helpers (dump) ---------------------------------------- */
+
+static void put_esc(FILE *f, const char *s, size_t n)
+{
+	fputc('"', f);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch == 0)
+			fputs("\\0", f);
+		else if (ch == '\n')
+			fputs("\\n", f);
+		else if (ch < 0x20 || ch >= 0x7f)
+			fprintf(f, "\\x%02x", ch);
+		else
+			fputc(ch, f);
+	}
+	fputc('"', f);
+}
+
+static void put_strid(struct ctx *c, const char *field, uint64_t id)
+{
+	size_t n;
+	const char *s = str_get(c, id, &n);
+	fprintf(c->dump, " %s=%" PRIu64, field, id);
+	if (s) {
+		fputc(' ', c->dump);
+		put_esc(c->dump, s, n);
+	}
+}
+
+static const char *api_name(unsigned api)
+{
+	switch (api) {
+	case DSMT_API_TORCH: return "torch";
+	case DSMT_API_CUDA_MALLOC: return "cudaMalloc";
+	case DSMT_API_CUDA_MALLOC_ASYNC: return "cudaMallocAsync";
+	case DSMT_API_CUDA_MALLOC_MANAGED: return "cudaMallocManaged";
+	case DSMT_API_CUDA_HOST_ALLOC: return "cudaHostAlloc";
+	case DSMT_API_CUDA_HOST_REGISTER: return "cudaHostRegister";
+	case DSMT_API_CUDA_FREE: return "cudaFree";
+	case DSMT_API_CUDA_FREE_HOST: return "cudaFreeHost";
+	default: return NULL;
+	}
+}
+
+static void put_dev(FILE *f, uint64_t dev1)
+{
+	if (dev1 == 0)
+		fputs(" dev=host", f);
+	else
+		fprintf(f, " dev=%" PRIu64, dev1 - 1);
+}
+
+/* ---- replay --------------------------------------------------------- */
+
+static struct dev *getdev(struct ctx *c, unsigned dev1, uint64_t seq)
+{
+	if (dev1 == 0 || dev1 > DEV1_MAX) {
+		if (!c->nodev++)
+			c->nodev_seq = seq;
+		return NULL;
+	}
+	struct dev *d = c->dev[dev1];
+	if (!d) {
+		d = calloc(1, sizeof(*d));
+		if (!d) {
+			c->nomem = 1;
+			return NULL;
+		}
+		c->dev[dev1] = d;
+		if (dev1 > c->maxdev1)
+			c->maxdev1 = dev1;
+	}
+	return d;
+}
+
+static void close_segment(struct ctx *c, uint64_t seq, uint64_t ts)
+{
+	struct seg *s = VPUSH(c->segs);
+	if (!s || vec_grow((void **)&c->stats.v, &c->stats.cap, c->stats.n + c->maxdev1,
+			   sizeof(*c->stats.v))) {
+		if (s)
+			c->segs.n--;
+		c->nomem = 1;
+		return;
+	}
+	s->end_seq = seq;
+	s->end_ts = ts;
+	s->off = c->stats.n;
+	s->ndev = c->maxdev1;
+	for (unsigned i = 1; i <= c->maxdev1; i++) {
+		struct segstat *st = &c->stats.v[c->stats.n++];
+		struct dev *d = c->dev[i];
+		if (!d) {
+			memset(st, 0, sizeof(*st));
+			continue;
+		}
+		st->pk_alloc = d->pk_alloc;
+		st->end_alloc = d->alloc;
+		st->pk_res = d->pk_res;
+		st->end_res = d->res;
+		st->allocs = d->allocs;
+		st->frees = d->frees;
+		d->pk_alloc = d->alloc; /* the next interval's peak starts at the current value */
+		d->pk_res = d->res;
+		d->allocs = d->frees = 0;
+	}
+}
+
+static int name_matches(struct ctx *c, uint64_t name)
+{
+	if (!c->have_re)
+		return 0;
+	int created;
+	struct dsmt_hent *h = dsmt_hmap_put(&c->rematch, name, &created);
+	if (!h) {
+		c->nomem = 1;
+		return 0;
+	}
+	if (created) {
+		const char *s = str_get(c, name, NULL);
+		h->aux = (s && regexec(&c->re, s, 0, NULL, 0) == 0) ? 1 : 2;
+	}
+	return h->aux == 1;
+}
+
+static struct domstack *domstack(struct ctx *c, struct thread *t, uint64_t domain)
+{
+	for (uint32_t i = 0; i < t->nds; i++)
+		if (t->ds[i].domain == domain)
+			return &t->ds[i];
+	struct domstack *nd = realloc(t->ds, (t->nds + 1) * sizeof(*nd));
+	if (!nd) {
+		c->nomem = 1;
+		return NULL;
+	}
+	t->ds = nd;
+	memset(&nd[t->nds], 0, sizeof(*nd));
+	nd[t->nds].domain = domain;
+	return &nd[t->nds++];
+}
+
+static void check_tot(struct ctx *c, uint64_t seq, const struct dsmt_event *e, const struct dev *d)
+{
+	if (c->o->ignore_totals || !(e->flags & DSMT_EVF_TOT))
+		return;
+	c->tot_checked++;
+	if (e->tot != d->alloc) {
+		if (!c->tot_bad++) {
+			c->tot_bad_seq = seq;
+			c->tot_bad_replay = d->alloc;
+			c->tot_bad_alloc = e->tot;
+		}
+	}
+}
+
+static void emit(void *vc, uint64_t seq, const struct dsmt_event *e)
+{
+	struct ctx *c = vc;
+	c->events++;
+	if (e->ts > c->last_ts)
+		c->last_ts = e->ts;
+	switch (e->type) {
+	case DSMT_REC_ALLOC:
+		if (e->api == DSMT_API_TORCH) {
+			struct dev *d = getdev(c, e->dev1, seq);
+			if (!d)
+				break;
+			d->used = 1;
+			int created;
+			struct dsmt_hent *h = dsmt_hmap_put(&d->tens, e->ptr, &created);
+			if (!h) {
+				c->nomem = 1;
+				break;
+			}
+			if (!created) {
+				if (!c->dbl_alloc++)
+					c->dbl_alloc_seq = seq;
+				d->alloc -= h->v;
+			}
+			h->v = e->size;
+			d->alloc += e->size;
+			if (d->alloc > d->pk_alloc)
+				d->pk_alloc = d->alloc;
+			d->allocs++;
+			check_tot(c, seq, e, d);
+		} else {
+			int torch = e->api == DSMT_API_CUDA_MALLOC && site_is_torch(c, e->x);
+			int created;
+			struct dsmt_hent *h = dsmt_hmap_put(&c->rt, e->ptr, &created);
+			if (!h) {
+				c->nomem = 1;
+				break;
+			}
+			if (!created && (h->aux >> 16) & 1) { /* replaced a live torch segment */
+				struct dev *od = c->dev[h->aux & 0xff];
+				if (od)
+					od->res -= h->v;
+			}
+			h->v = e->size;
+			h->aux = e->dev1 | (uint32_t)e->api << 8 | (uint32_t)torch << 16;
+			if (torch) {
+				struct dev *d = getdev(c, e->dev1, seq);
+				if (!d) {
+					h->aux &= ~(1u << 16);
+					break;
+				}
+				d->used = 1;
+				d->res += e->size;
+				if (d->res > d->pk_res)
+					d->pk_res = d->res;
+			}
+		}
+		break;
+	case DSMT_REC_FREE:
+		if (e->api == DSMT_API_TORCH) {
+			struct dev *d = getdev(c, e->dev1, seq);
+			if (!d)
+				break;
+			d->used = 1;
+			d->frees++;
+			struct dsmt_hent old;
+			if (dsmt_hmap_del(&d->tens, e->ptr, &old)) {
+				d->alloc -= old.v;
+			} else if (!c->unk_free++) {
+				c->unk_free_seq = seq;
+				c->unk_free_ptr = e->ptr;
+			}
+			check_tot(c, seq, e, d);
+		} else {
+			struct dsmt_hent old;
+			if (dsmt_hmap_del(&c->rt, e->ptr, &old)) {
+				if ((old.aux >> 16) & 1) {
+					struct dev *d = c->dev[old.aux & 0xff];
+					if (d)
+						d->res -= old.v;
+				}
+			} else if (e->ptr != 0 && !c->rt_unk_free++) {
+				c->rt_unk_seq = seq;
+				c->rt_unk_ptr = e->ptr;
+			}
+		}
+		break;
+	case DSMT_REC_OOM:
+		c->ooms++;
+		break;
+	case DSMT_REC_LOST:
+		c->lost += e->size;
+		break;
+	case DSMT_REC_NVTX_PUSH: {
+		struct domstack *s = domstack(c, &c->thr.v[e->tidx], e->ptr);
+		if (!s)
+			break;
+		if (s->n >= NVTX_DEPTH_MAX) {
+			s->overflow++;
+			c->nvtx_overflow++;
+			break;
+		}
+		if (s->n == s->cap) {
+			uint32_t nc = s->cap ? s->cap * 2 : 8;
+			struct nvtx_ent *nv = realloc(s->v, nc * sizeof(*nv));
+			if (!nv) {
+				c->nomem = 1;
+				break;
+			}
+			s->v = nv;
+			s->cap = nc;
+		}
+		s->v[s->n++] = (struct nvtx_ent){e->x, seq, e->ts};
+		if (name_matches(c, e->x))
+			close_segment(c, seq, e->ts);
+		break;
+	}
+	case DSMT_REC_NVTX_POP: {
+		struct domstack *s = domstack(c, &c->thr.v[e->tidx], e->ptr);
+		if (!s)
+			break;
+		if (s->overflow) {
+			s->overflow--;
+			break;
+		}
+		if (!s->n) {
+			c->pop_empty++;
+			break;
+		}
+		struct nvtx_ent top = s->v[--s->n];
+		if (name_matches(c, top.name)) {
+			close_segment(c, seq, e->ts);
+			struct range *r = VPUSH(c->ranges);
+			if (!r) {
+				c->nomem = 1;
+				break;
+			}
+			*r = (struct range){top.seq, top.ts, seq, e->ts};
+		}
+		break;
+	}
+	case DSMT_REC_NVTX_START:
+		if (name_matches(c, e->x)) {
+			int cr;
+			struct dsmt_hent *a = dsmt_hmap_put(&c->open_seq, e->size, &cr);
+			struct dsmt_hent *b = dsmt_hmap_put(&c->open_ts, e->size, &cr);
+			if (!a || !b) {
+				c->nomem = 1;
+				break;
+			}
+			a->v = seq;
+			b->v = e->ts;
+			close_segment(c, seq, e->ts);
+		}
+		break;
+	case DSMT_REC_NVTX_END: {
+		struct dsmt_hent a, b;
+		if (dsmt_hmap_del(&c->open_seq, e->size, &a) && dsmt_hmap_del(&c->open_ts, e->size, &b)) {
+			close_segment(c, seq, e->ts);
+			struct range *r = VPUSH(c->ranges);
+			if (!r) {
+				c->nomem = 1;
+				break;
+			}
+			*r = (struct range){a.v, b.v, seq, e->ts};
+		}
+		break;
+	}
+	case DSMT_REC_NVTX_MARK:
+		if (name_matches(c, e->x)) {
+			close_segment(c, seq, e->ts);
+			struct mark *m = VPUSH(c->marks);
+			if (!m) {
+				c->nomem = 1;
+				break;
+			}
+			*m = (struct mark){seq, e->ts};
+		}
+		break;
+	default:
+		break;
+	}
+}
+
+/* ---- record stream -------------------------------------------------- */
+
+static int damage(struct ctx *c, const uint8_t *at, const char *why)
+{
+	size_t foff = c->is_header ? 0 : c->rd.frame_off;
+	snprintf(c->stopmsg, sizeof(c->stopmsg),
+		 "damaged at byte offset %zu (frame %u, record at byte %zu of its data: %s)", foff,
+		 c->is_header ? 0 : c->rd.frame_idx, (size_t)(at - c->fbuf), why);
+	return -1;
+}
+
+static const char *rec_name(unsigned t)
+{
+	switch (t) {
+	case DSMT_REC_META: return "META";
+	case DSMT_REC_STRING: return "STRING";
+	case DSMT_REC_STACK: return "STACK";
+	case DSMT_REC_MODULE: return "MODULE";
+	case DSMT_REC_THREAD: return "THREAD";
+	case DSMT_REC_FLUSH: return "FLUSH";
+	case DSMT_REC_ALLOC: return "ALLOC";
+	case DSMT_REC_FREE: return "FREE";
+	case DSMT_REC_OOM: return "OOM";
+	case DSMT_REC_NVTX_PUSH: return "NVTX_PUSH";
+	case DSMT_REC_NVTX_POP: return "NVTX_POP";
+	case DSMT_REC_NVTX_START: return "NVTX_START";
+	case DSMT_REC_NVTX_END: return "NVTX_END";
+	case DSMT_REC_NVTX_MARK: return "NVTX_MARK";
+	case DSMT_REC_LOST: return "LOST";
+	default: return NULL;
+	}
+}
+
+/* Walk one record stream (the header's or a frame's).  0 ok, -1 damaged. */
+static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
+{
+	const uint8_t *p = buf, *end = buf + len;
+	c->fbuf = buf;
+	c->cur = NULL;
+	c->gen++;
+	FILE *df = c->dump;
+	const int mode = c->mode;
+	for (;;) {
+		unsigned type;
+		const uint8_t *pl;
+		size_t pn;
+		const uint8_t *rec = p;
+		int r = dsmt_next_record(&p, end, &type, &pl, &pn);
+		if (r == 0)
+			return 0;
+		if (r < 0)
+			return damage(c, rec, "record length runs past the end of the frame");
+		struct dsmt_cur cu;
+		dsmt_cur_init(&cu, pl, pn);
+
+		if (type >= DSMT_REC_ALLOC && type <= DSMT_REC_LOST && rec_name(type)) {
+			/* an event */
+			struct thread *t = c->cur;
+			if (!t)
+				return damage(c, rec, "event before any THREAD record in the frame");
+			if (mode == PASS_DEFS)
+				continue;
+			struct dsmt_event ev;
+			uint64_t seq = t->seq += dsmt_cur_u(&cu);
+			ev.ts = t->ts += dsmt_cur_u(&cu);
+			ev.tidx = (uint32_t)(t - c->thr.v);
+			ev.type = (uint8_t)type;
+			ev.api = 0;
+			ev.flags = 0;
+			ev.dev1 = 0;
+			ev.ptr = ev.size = ev.x = ev.tot = 0;
+			uint64_t v, tres = 0, stream = 0, stack = 0;
+			switch (type) {
+			case DSMT_REC_ALLOC:
+			case DSMT_REC_FREE:
+				v = dsmt_cur_u(&cu);
+				ev.api = v > 255 ? 255 : (uint8_t)v;
+				v = dsmt_cur_u(&cu);
+				ev.dev1 = v > 255 ? 255 : (uint8_t)v;
+				ev.ptr = t->ptr += (uint64_t)dsmt_cur_s(&cu);
+				ev.size = dsmt_cur_u(&cu);
+				stream = dsmt_cur_u(&cu);
+				stack = dsmt_cur_u(&cu);
+				ev.x = dsmt_cur_u(&cu);
+				if (cu.p < cu.end) {
+					ev.tot = dsmt_cur_u(&cu);
+					tres = dsmt_cur_u(&cu);
+					ev.flags = DSMT_EVF_TOT;
+				}
+				break;
+			case DSMT_REC_OOM:
+				v = dsmt_cur_u(&cu);
+				ev.dev1 = v > 255 ? 255 : (uint8_t)v;
+				ev.size = dsmt_cur_u(&cu);
+				ev.tot = dsmt_cur_u(&cu);
+				tres = dsmt_cur_u(&cu);
+				stack = dsmt_cur_u(&cu);
+				ev.x = dsmt_cur_u(&cu);
+				break;
+			case DSMT_REC_NVTX_PUSH:
+			case DSMT_REC_NVTX_MARK:
+				ev.ptr = dsmt_cur_u(&cu);
+				ev.x = dsmt_cur_u(&cu);
+				break;
+			case DSMT_REC_NVTX_POP:
+				ev.ptr = dsmt_cur_u(&cu);
+				break;
+			case DSMT_REC_NVTX_START:
+				ev.size = dsmt_cur_u(&cu);
+				ev.ptr = dsmt_cur_u(&cu);
+				ev.x = dsmt_cur_u(&cu);
+				break;
+			case DSMT_REC_NVTX_END:
+			case DSMT_REC_LOST:
+				ev.size = dsmt_cur_u(&cu);
+				break;
+			}
+			if (cu.bad)
+				return damage(c, rec, "malformed varint in an event");
+			if (mode == PASS_REPLAY) {
+				if (dsmt_reorder_add(&c->ro, seq, &ev, emit, c))
+					return damage(c, rec, "events too far out of sequence order (reorder window exceeded)");
+				continue;
+			}
+			/* dump */
+			fprintf(df, "%u %s seq=%" PRIu64 " ts=%" PRIu64 " tid=%" PRIu64, fidx, rec_name(type),
+				seq, ev.ts, t->tid);
+			switch (type) {
+			case DSMT_REC_ALLOC:
+			case DSMT_REC_FREE: {
+				const char *an = api_name(ev.api);
+				if (an)
+					fprintf(df, " api=%s", an);
+				else
+					fprintf(df, " api=%u", ev.api);
+				put_dev(df, ev.dev1);
+				fprintf(df, " ptr=0x%" PRIx64 " size=%" PRIu64 " stream=0x%" PRIx64 " stack=%" PRIu64
+					" site=0x%" PRIx64, ev.ptr, ev.size, stream, stack, ev.x);
+				if (ev.flags & DSMT_EVF_TOT)
+					fprintf(df, " tot_alloc=%" PRIu64 " tot_reserved=%" PRIu64, ev.tot, tres);
+				break;
+			}
+			case DSMT_REC_OOM:
+				put_dev(df, ev.dev1);
+				fprintf(df, " size=%" PRIu64 " tot_alloc=%" PRIu64 " tot_reserved=%" PRIu64
+					" stack=%" PRIu64 " site=0x%" PRIx64, ev.size, ev.tot, tres, stack, ev.x);
+				break;
+			case DSMT_REC_NVTX_PUSH:
+			case DSMT_REC_NVTX_MARK:
+				put_strid(c, "domain", ev.ptr);
+				put_strid(c, "name", ev.x);
+				break;
+			case DSMT_REC_NVTX_POP:
+				put_strid(c, "domain", ev.ptr);
+				break;
+			case DSMT_REC_NVTX_START:
+				fprintf(df, " range_id=%" PRIu64, ev.size);
+				put_strid(c, "domain", ev.ptr);
+				put_strid(c, "name", ev.x);
+				break;
+			case DSMT_REC_NVTX_END:
+				fprintf(df, " range_id=%" PRIu64, ev.size);
+				break;
+			case DSMT_REC_LOST:
+				fprintf(df, " count=%" PRIu64, ev.size);
+				break;
+			}
+			fputc('\n', df);
+			continue;
+		}
+
+		switch (type) {
+		case DSMT_REC_META: {
+			size_t kn, vn;
+			const uint8_t *k = dsmt_cur_str(&cu, &kn);
+			const uint8_t *v = dsmt_cur_str(&cu, &vn);
+			if (cu.bad)
+				return damage(c, rec, "malformed META record");
+			if (mode == PASS_DEFS)
+				meta_add(c, k, kn, v, vn);
+			else if (mode == PASS_DUMP) {
+				fprintf(df, "%u META ", fidx);
+				put_esc(df, (const char *)k, kn > STR_MAX ? STR_MAX : kn);
+				fputc('=', df);
+				put_esc(df, (const char *)v, vn > STR_MAX ? STR_MAX : vn);
+				fputc('\n', df);
+			}
+			break;
+		}
+		case DSMT_REC_STRING: {
+			uint64_t id = dsmt_cur_u(&cu);
+			size_t n;
+			const uint8_t *s = dsmt_cur_str(&cu, &n);
+			if (cu.bad)
+				return damage(c, rec, "malformed STRING record");
+			if (mode == PASS_DEFS)
+				str_add(c, id, s, n);
+			else if (mode == PASS_DUMP) {
+				fprintf(df, "%u STRING id=%" PRIu64 " ", fidx, id);
+				put_esc(df, (const char *)s, n > STR_MAX ? STR_MAX : n);
+				fputc('\n', df);
+			}
+			break;
+		}
+		case DSMT_REC_STACK: {
+			uint64_t id = dsmt_cur_u(&cu), n = dsmt_cur_u(&cu);
+			if (mode != PASS_DUMP) {
+				if (cu.bad)
+					return damage(c, rec, "malformed STACK record");
+				break;
+			}
+			fprintf(df, "%u STACK id=%" PRIu64 " n=%" PRIu64, fidx, id, n);
+			uint64_t ip = dsmt_cur_u(&cu);
+			for (uint64_t i = 0; i < n && !cu.bad && i < STACK_DUMP_MAX; i++) {
+				if (i)
+					ip += (uint64_t)dsmt_cur_s(&cu);
+				fprintf(df, " 0x%" PRIx64, ip);
+				if (cu.p >= cu.end && i + 1 < n) {
+					fputs(" (ends early)", df);
+					break;
+				}
+			}
+			if (n > STACK_DUMP_MAX)
+				fputs(" ...", df);
+			fputc('\n', df);
+			if (cu.bad)
+				return damage(c, rec, "malformed STACK record");
+			break;
+		}
+		case DSMT_REC_MODULE: {
+			struct module m = {0};
+			m.base = dsmt_cur_u(&cu);
+			m.lo = dsmt_cur_u(&cu);
+			m.hi = dsmt_cur_u(&cu);
+			size_t pn2, bn;
+			const uint8_t *path = dsmt_cur_str(&cu, &pn2);
+			const uint8_t *bid = dsmt_cur_str(&cu, &bn);
+			if (cu.bad)
+				return damage(c, rec, "malformed MODULE record");
+			if (mode == PASS_DEFS) {
+				if (c->mods.n >= MODULES_MAX)
+					break;
+				m.path = dupn(path, pn2);
+				if (!m.path) {
+					c->nomem = 1;
+					break;
+				}
+				m.is_torch = is_torch_path(m.path);
+				struct module *slot = VPUSH(c->mods);
+				if (!slot) {
+					free(m.path);
+					c->nomem = 1;
+					break;
+				}
+				*slot = m;
+			} else if (mode == PASS_DUMP) {
+				fprintf(df, "%u MODULE base=0x%" PRIx64 " lo=0x%" PRIx64 " hi=0x%" PRIx64 " path=", fidx,
+					m.base, m.lo, m.hi);
+				put_esc(df, (const char *)path, pn2 > STR_MAX ? STR_MAX : pn2);
+				fputs(" build_id=", df);
+				for (size_t i = 0; i < bn && i < 64; i++)
+					fprintf(df, "%02x", bid[i]);
+				char *pp = dupn(path, pn2);
+				if (pp && is_torch_path(pp))
+					fputs(" (torch allocator)", df);
+				free(pp);
+				fputc('\n', df);
+			}
+			break;
+		}
+		case DSMT_REC_THREAD: {
+			uint64_t tid = dsmt_cur_u(&cu);
+			size_t nn;
+			const uint8_t *name = dsmt_cur_str(&cu, &nn);
+			if (cu.bad)
+				return damage(c, rec, "malformed THREAD record");
+			int created;
+			struct dsmt_hent *h = dsmt_hmap_put(&c->thrmap, tid, &created);
+			if (!h) {
+				c->nomem = 1;
+				return damage(c, rec, "out of memory");
+			}
+			if (created) {
+				if (c->thr.n >= THREADS_MAX)
+					return damage(c, rec, "too many threads");
+				struct thread *t = VPUSH(c->thr);
+				if (!t) {
+					c->nomem = 1;
+					return damage(c, rec, "out of memory");
+				}
+				memset(t, 0, sizeof(*t));
+				t->tid = tid;
+				t->gen = 0;
+				h->v = c->thr.n - 1;
+			}
+			struct thread *t = &c->thr.v[h->v];
+			if (nn && !t->name)
+				t->name = dupn(name, nn);
+			if (t->gen != c->gen) { /* first use in this frame: delta state restarts at 0 */
+				t->gen = c->gen;
+				t->seq = t->ts = t->ptr = 0;
+			}
+			c->cur = t;
+			if (mode == PASS_DUMP) {
+				fprintf(df, "%u THREAD tid=%" PRIu64 " name=", fidx, tid);
+				put_esc(df, (const char *)name, nn > STR_MAX ? STR_MAX : nn);
+				fputc('\n', df);
+			}
+			break;
+		}
+		case DSMT_REC_FLUSH: {
+			uint64_t ts = dsmt_cur_u(&cu), ns = dsmt_cur_u(&cu);
+			if (cu.bad)
+				return damage(c, rec, "malformed FLUSH record");
+			if (mode == PASS_DUMP)
+				fprintf(df, "%u FLUSH ts=%" PRIu64 " next_seq=%" PRIu64 "\n", fidx, ts, ns);
+			break;
+		}
+		default:
+			if (mode == PASS_DUMP)
+				fprintf(df, "%u unknown type 0x%02x len %zu\n", fidx, type, pn);
+			break;
+		}
+	}
+}
+
+/* Run one pass over the whole file.  Sets c->status / c->stopmsg. */
+static void run_pass(struct ctx *c, int mode)
+{
+	c->mode = mode;
+	c->status = DSMT_NEXT_END;
+	c->stopmsg[0] = 0;
+	dsmt_reader_rewind(&c->rd);
+	c->is_header = 1;
+	c->rd.frame_off = 0;
+	if (walk(c, c->rd.hdr, c->rd.hdr_len, 0)) {
+		c->status = DSMT_NEXT_DAMAGED;
+		return;
+	}
+	c->is_header = 0;
+	for (;;) {
+		const uint8_t *buf;
+		size_t len;
+		int r = dsmt_reader_next(&c->rd, &buf, &len);
+		if (r == DSMT_NEXT_FRAME) {
+			if (walk(c, buf, len, c->rd.frame_idx)) {
+				c->status = DSMT_NEXT_DAMAGED;
+				return;
+			}
+			if (c->nomem)
+				return;
+			continue;
+		}
+		c->status = r;
+		if (r != DSMT_NEXT_END)
+			snprintf(c->stopmsg, sizeof(c->stopmsg), "%s", c->rd.msg);
+		return;
+	}
+}
+
+static int ctx_open(struct ctx *c, const char *path, FILE *err)
+{
+	c->path = path;
+	c->err = err;
+	int r = dsmt_reader_open(&c->rd, path);
+	if (r != DSMT_OPEN_OK) {
+		msg(c, "%s", c->rd.msg);
+		dsmt_reader_close(&c->rd);
+		return -1;
+	}
+	return 0;
+}
+
+static void ctx_free(struct ctx *c)
+{
+	dsmt_reader_close(&c->rd);
+	dsmt_hmap_free(&c->strmap);
+	free(c->strs.v);
+	free(c->arena);
+	for (size_t i = 0; i < c->mods.n; i++)
+		free(c->mods.v[i].path);
+	free(c->mods.v);
+	free(c->torch.v);
+	for (size_t i = 0; i < c->meta.n; i++) {
+		free(c->meta.v[i].key);
+		free(c->meta.v[i].val);
+	}
+	free(c->meta.v);
+	dsmt_hmap_free(&c->thrmap);
+	for (size_t i = 0; i < c->thr.n; i++) {
+		struct thread *t = &c->thr.v[i];
+		for (uint32_t j = 0; j < t->nds; j++)
+			free(t->ds[j].v);
+		free(t->ds);
+		free(t->name);
+	}
+	free(c->thr.v);
+	if (c->have_re)
+		regfree(&c->re);
+	dsmt_hmap_free(&c->rematch);
+	dsmt_hmap_free(&c->open_seq);
+	dsmt_hmap_free(&c->open_ts);
+	free(c->ranges.v);
+	free(c->marks.v);
+	free(c->segs.v);
+	free(c->stats.v);
+	dsmt_reorder_free(&c->ro);
+	for (unsigned i = 0; i < 256; i++) {
+		if (c->dev[i]) {
+			dsmt_hmap_free(&c->dev[i]->tens);
+			free(c->dev[i]);
+		}
+	}
+	dsmt_hmap_free(&c->rt);
+}
+
+/* Report how the file ended.  Returns the exit code. */
+static int report_stop(struct ctx *c)
+{
+	if (c->nomem) {
+		msg(c, "out of memory");
+		return DSMT_EXIT_BAD;
+	}
+	if (c->status == DSMT_NEXT_TRUNC) {
+		msg(c, "%s", c->stopmsg);
+		return DSMT_EXIT_OK;
+	}
+	if (c->status == DSMT_NEXT_DAMAGED) {
+		msg(c, "%s; reporting what decoded before it", c->stopmsg);
+		return DSMT_EXIT_BAD;
+	}
+	return DSMT_EXIT_OK;
+}
+
+/* ---- steps ---------------------------------------------------------- */
+
+static uint64_t u64_meta(struct ctx *c, const char *key, uint64_t dflt)
+{
+	const char *v = meta_get(c->meta.v, c->meta.n, key);
+	if (!v || !*v)
+		return dflt;
+	char *e;
+	unsigned long long x = strtoull(v, &e, 10);
+	return *e ? dflt : (uint64_t)x;
+}
+
+static int build_rows(struct ctx *c, struct dsmt_process *out)
+{
+	uint64_t t0 = u64_meta(c, "start_realtime_ns", 0);
+	uint64_t unit = u64_meta(c, "ts_unit_ns", DSMT_TS_UNIT_NS);
+#define RT(ts) (t0 + (ts) * unit)
+	/* boundaries */
+	size_t nb = 0;
+	struct mark *b = NULL;
+	if (c->ranges.n) {
+		nb = c->ranges.n + 1;
+		b = malloc(nb * sizeof(*b));
+		if (!b)
+			return -1;
+		b[0] = (struct mark){c->ranges.v[0].s_seq, c->ranges.v[0].s_ts};
+		for (size_t i = 0; i < c->ranges.n; i++)
+			b[i + 1] = (struct mark){c->ranges.v[i].e_seq, c->ranges.v[i].e_ts};
+	} else if (c->marks.n >= 2) {
+		nb = c->marks.n;
+		b = malloc(nb * sizeof(*b));
+		if (!b)
+			return -1;
+		memcpy(b, c->marks.v, nb * sizeof(*b));
+	} else {
+		msg(c, "no step markers matched %s; reporting the whole run as one interval", c->o->step_re);
+	}
+	out->have_markers = nb > 0;
+	size_t ni = nb ? nb + 1 : 1; /* init, steps..., tail  or  one interval */
+	unsigned ndev = c->maxdev1;
+	struct segstat *agg = calloc(ni * (ndev ? ndev : 1), sizeof(*agg));
+	if (!agg) {
+		free(b);
+		return -1;
+	}
+	size_t j = 0;
+	for (size_t i = 0; i < c->segs.n; i++) {
+		struct seg *s = &c->segs.v[i];
+		for (unsigned d = 0; d < s->ndev; d++) {
+			struct segstat *st = &c->stats.v[s->off + d], *a = &agg[j * ndev + d];
+			if (st->pk_alloc > a->pk_alloc)
+				a->pk_alloc = st->pk_alloc;
+			if (st->pk_res > a->pk_res)
+				a->pk_res = st->pk_res;
+			a->end_alloc = st->end_alloc;
+			a->end_res = st->end_res;
+			a->allocs += st->allocs;
+			a->frees += st->frees;
+		}
+		if (j < nb && s->end_seq == b[j].seq)
+			j++;
+	}
+	unsigned nused = 0;
+	for (unsigned d = 1; d <= ndev; d++)
+		nused += c->dev[d] && c->dev[d]->used;
+	out->nrows = ni * nused;
+	out->rows = calloc(out->nrows ? out->nrows : 1, sizeof(*out->rows));
+	if (!out->rows) {
+		free(agg);
+		free(b);
+		return -1;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < ni; i++) {
+		for (unsigned d = 1; d <= ndev; d++) {
+			if (!c->dev[d] || !c->dev[d]->used)
+				continue;
+			struct dsmt_row *r = &out->rows[k++];
+			struct segstat *a = &agg[i * ndev + d - 1];
+			r->device = (int)d - 1;
+			if (!nb) {
+				r->step = 1;
+				r->start_ns = RT(0);
+				r->end_ns = RT(c->last_ts);
+			} else {
+				r->step = i == 0 ? 0 : i == ni - 1 ? -1 : (int)i;
+				r->start_ns = i == 0 ? RT(0) : RT(b[i - 1].ts);
+				r->end_ns = i == ni - 1 ? RT(c->last_ts) : RT(b[i].ts);
+			}
+			r->peak_alloc = a->pk_alloc;
+			r->end_alloc = a->end_alloc;
+			r->peak_res = a->pk_res;
+			r->end_res = a->end_res;
+			r->allocs = a->allocs;
+			r->frees = a->frees;
+		}
+	}
+	free(agg);
+	free(b);
+	return 0;
+#undef RT
+}
+
+static int ctx_defs(struct ctx *c)
+{
+	run_pass(c, PASS_DEFS);
+	for (size_t i = 0; i < c->mods.n; i++) {
+		if (!c->mods.v[i].is_torch)
+			continue;
+		struct module *m = VPUSH(c->torch);
+		if (!m)
+			return -1;
+		*m = c->mods.v[i];
+		m->path = NULL;
+	}
+	return c->nomem ? -1 : 0;
+}
+
+int dsmt_decode_file(const char *path, const struct dsmt_opts *o, struct dsmt_process *out,
+		     FILE *err)
+{
+	memset(out, 0, sizeof(*out));
+	out->file = path;
+	struct ctx *c = calloc(1, sizeof(*c));
+	if (!c) {
+		fprintf(err, "dsmemdecode: %s: out of memory\n", path);
+		return DSMT_EXIT_BAD;
+	}
+	c->o = o;
+	if (ctx_open(c, path, err)) {
+		free(c);
+		return DSMT_EXIT_BAD;
+	}
+	const char *re = o->step_re ? o->step_re : DSMT_DEFAULT_STEP_RE;
+	int rc = regcomp(&c->re, re, REG_EXTENDED | REG_NOSUB);
+	if (rc) {
+		char eb[128];
+		regerror(rc, &c->re, eb, sizeof(eb));
+		msg(c, "bad --step-marker regex %s: %s", re, eb);
+		ctx_free(c);
+		free(c);
+		return DSMT_EXIT_USAGE;
+	}
+	c->have_re = 1;
+	dsmt_reorder_init(&c->ro, o->reorder_max);
+
+	int code = DSMT_EXIT_OK;
+	if (ctx_defs(c)) {
+		code = report_stop(c);
+		goto done;
+	}
+	/* pass 2 stops where pass 1 did, or earlier when an event payload is bad */
+	run_pass(c, PASS_REPLAY);
+	dsmt_reorder_flush(&c->ro, emit, c);
+	close_segment(c, UINT64_MAX, c->last_ts);
+	code = report_stop(c);
+	if (c->nomem)
+		goto done;
+
+	out->truncated = c->status == DSMT_NEXT_TRUNC;
+	out->damaged = c->status == DSMT_NEXT_DAMAGED;
+	out->events = c->events;
+	out->ooms = c->ooms;
+	out->lost = c->lost;
+	out->missing = c->ro.gaps;
+	if (c->ro.gaps)
+		msg(c, "%" PRIu64 " events missing (gaps in the sequence numbers)", c->ro.gaps);
+	if (c->lost)
+		msg(c, "%" PRIu64 " events lost by the tracer (LOST records)", c->lost);
+	if (c->ro.dups)
+		msg(c, "%" PRIu64 " events with a repeated sequence number ignored", c->ro.dups);
+	if (c->unk_free)
+		msg(c, "%" PRIu64 " tensor frees of unknown pointers not applied (first at seq %" PRIu64
+		       ", ptr 0x%" PRIx64 ")", c->unk_free, c->unk_free_seq, c->unk_free_ptr);
+	if (c->dbl_alloc)
+		msg(c, "%" PRIu64 " tensor allocations of a pointer already live (first at seq %" PRIu64 ")",
+		    c->dbl_alloc, c->dbl_alloc_seq);
+	if (c->rt_unk_free)
+		msg(c, "%" PRIu64 " runtime frees of unknown pointers (first at seq %" PRIu64 ", ptr 0x%" PRIx64 ")",
+		    c->rt_unk_free, c->rt_unk_seq, c->rt_unk_ptr);
+	if (c->nodev)
+		msg(c, "%" PRIu64 " allocator events without a valid device ignored (first at seq %" PRIu64 ")",
+		    c->nodev, c->nodev_seq);
+	if (c->pop_empty)
+		msg(c, "%" PRIu64 " NVTX pops without a matching push", c->pop_empty);
+	if (c->nvtx_overflow)
+		msg(c, "%" PRIu64 " NVTX pushes deeper than %d levels ignored", c->nvtx_overflow, NVTX_DEPTH_MAX);
+	if (c->strings_dropped)
+		msg(c, "%" PRIu64 " strings dropped (string table limit)", c->strings_dropped);
+	if (c->tot_bad)
+		msg(c, "allocator totals disagree with replay at %" PRIu64 " of %" PRIu64
+		       " events (first at seq %" PRIu64 ": replay %" PRIu64 ", allocator %" PRIu64 ")",
+		    c->tot_bad, c->tot_checked, c->tot_bad_seq, c->tot_bad_replay, c->tot_bad_alloc);
+	else if (o->verbose && !o->ignore_totals)
+		msg(c, "totals cross-check: %" PRIu64 " events, 0 disagreements", c->tot_checked);
+	if (o->verbose)
+		msg(c, "%" PRIu64 " events, %zu frames, format %u.%u", c->events, (size_t)c->rd.last_good,
+		    c->rd.major, c->rd.minor);
+
+	if (build_rows(c, out)) {
+		msg(c, "out of memory");
+		code = DSMT_EXIT_BAD;
+		goto done;
+	}
+	/* hand the META list over */
+	out->meta = c->meta.v;
+	out->nmeta = c->meta.n;
+	c->meta.v = NULL;
+	c->meta.n = 0;
+done:
+	ctx_free(c);
+	free(c);
+	return code;
+}
+
+void dsmt_process_free(struct dsmt_process *p)
+{
+	for (size_t i = 0; i < p->nmeta; i++) {
+		free(p->meta[i].key);
+		free(p->meta[i].val);
+	}
+	free(p->meta);
+	free(p->rows);
+	memset(p, 0, sizeof(*p));
+}
+
+int dsmt_dump_file(const char *path, FILE *out, FILE *err)
+{
+	struct ctx *c = calloc(1, sizeof(*c));
+	if (!c) {
+		fprintf(err, "dsmemdecode: %s: out of memory\n", path);
+		return DSMT_EXIT_BAD;
+	}
+	if (ctx_open(c, path, err)) {
+		free(c);
+		return DSMT_EXIT_BAD;
+	}
+	int code;
+	if (ctx_defs(c)) {
+		code = report_stop(c);
+	} else {
+		c->dump = out;
+		fprintf(out, "# %s: dsmemtrace format %u.%u\n", path, c->rd.major, c->rd.minor);
+		run_pass(c, PASS_DUMP);
+		code = report_stop(c);
+	}
+	ctx_free(c);
+	free(c);
+	return code;
+}

@@ -1,0 +1,65 @@
+/* dsmemdecode library: decode one trace file (one process) into per-step
+ * memory numbers, or dump its records. */
+#ifndef DSMT_DECODE_H
+#define DSMT_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define DSMT_DEFAULT_STEP_RE "^(dsmemtrace:step|train_step)"
+
+/* exit codes */
+enum { DSMT_EXIT_OK = 0, DSMT_EXIT_USAGE = 1, DSMT_EXIT_BAD = 2 };
+
+struct dsmt_opts {
+	const char *step_re; /* POSIX ERE matched against NVTX range/mark names */
+	int ignore_totals;   /* skip the allocator-totals cross-check */
+	int verbose;
+	size_t reorder_max;  /* reorder window bound (0 = default) */
+};
+
+struct dsmt_meta {
+	char *key;
+	char *val; /* NUL-terminated copy; val_len counts embedded NULs */
+	size_t val_len;
+};
+
+/* Numbers for one interval on one device. */
+struct dsmt_row {
+	int step;   /* 1.. for steps; 0 = init; -1 = tail */
+	int device; /* CUDA device index */
+	uint64_t start_ns, end_ns; /* CLOCK_REALTIME */
+	uint64_t peak_alloc, end_alloc, peak_res, end_res;
+	uint64_t allocs, frees;
+};
+
+struct dsmt_process {
+	const char *file;
+	struct dsmt_meta *meta;
+	size_t nmeta;
+	int truncated, damaged;
+	int have_markers; /* step markers matched (else one whole-run interval) */
+	struct dsmt_row *rows; /* init rows, step rows, tail rows; devices ascending */
+	size_t nrows;
+	uint64_t events, ooms, lost, missing;
+};
+
+/* Decode `path`.  Messages go to `err` prefixed with "dsmemdecode: FILE: ".
+ * Returns an exit code: 0 ok (possibly truncated), 2 when the file is not a
+ * readable trace (*out left empty) or damaged (*out holds what decoded). */
+int dsmt_decode_file(const char *path, const struct dsmt_opts *o, struct dsmt_process *out,
+		     FILE *err);
+void dsmt_process_free(struct dsmt_process *p);
+/* Value of a META key, or NULL. */
+const char *dsmt_meta_get(const struct dsmt_process *p, const char *key);
+
+/* Print every record of `path` to `out`. Same return values. */
+int dsmt_dump_file(const char *path, FILE *out, FILE *err);
+
+/* Reports over decoded processes. */
+void dsmt_write_json(FILE *f, const struct dsmt_process *ps, size_t n);
+void dsmt_write_table(FILE *f, const struct dsmt_process *ps, size_t n);
+void dsmt_write_csv(FILE *f, const struct dsmt_process *ps, size_t n);
+
+#endif

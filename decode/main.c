@@ -1,0 +1,125 @@
+/* dsmemdecode: thin CLI over the decode library.  Parses arguments, runs the
+ * decoder over each file and maps results to exit codes (here only):
+ *   0 ok (a truncated trace still decodes: warning on stderr)
+ *   1 usage error
+ *   2 bad or damaged input (partial results are still printed) */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode.h"
+#include "format.h"
+
+static void usage(FILE *f)
+{
+	fputs("usage: dsmemdecode [options] TRACE...\n"
+	      "Rebuild per-step GPU memory numbers from dsmemtrace traces (one file per process).\n"
+	      "\n"
+	      "  --per-step             per-step peak/end allocated and reserved bytes (default)\n"
+	      "  --dump                 print every record, one per line\n"
+	      "  -f, --format FMT       table (default), csv or json\n"
+	      "  --step-marker REGEX    POSIX ERE for NVTX range/mark names that delimit steps\n"
+	      "                         (default: " DSMT_DEFAULT_STEP_RE ")\n"
+	      "  --ignore-totals        skip the cross-check against the allocator's own totals\n"
+	      "  -o, --output FILE      write the report to FILE instead of stdout\n"
+	      "  -v, --verbose          more diagnostics on stderr\n"
+	      "  -h, --help             this text\n"
+	      "      --version          decoder and format version\n"
+	      "\n"
+	      "Exit status: 0 ok (truncated traces included), 1 usage, 2 bad or damaged input.\n",
+	      f);
+}
+
+int main(int argc, char **argv)
+{
+	enum { O_DUMP = 256, O_PERSTEP, O_STEPRE, O_IGNTOT, O_VERSION };
+	static const struct option lo[] = {
+		{"dump", no_argument, NULL, O_DUMP},
+		{"per-step", no_argument, NULL, O_PERSTEP},
+		{"format", required_argument, NULL, 'f'},
+		{"step-marker", required_argument, NULL, O_STEPRE},
+		{"ignore-totals", no_argument, NULL, O_IGNTOT},
+		{"output", required_argument, NULL, 'o'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, O_VERSION},
+		{NULL, 0, NULL, 0},
+	};
+	struct dsmt_opts o = {.step_re = DSMT_DEFAULT_STEP_RE};
+	const char *fmt = "table", *outpath = NULL;
+	int dump = 0, c;
+	while ((c = getopt_long(argc, argv, "f:o:vh", lo, NULL)) != -1) {
+		switch (c) {
+		case O_DUMP: dump = 1; break;
+		case O_PERSTEP: dump = 0; break;
+		case 'f': fmt = optarg; break;
+		case O_STEPRE: o.step_re = optarg; break;
+		case O_IGNTOT: o.ignore_totals = 1; break;
+		case 'o': outpath = optarg; break;
+		case 'v': o.verbose++; break;
+		case 'h': usage(stdout); return DSMT_EXIT_OK;
+		case O_VERSION:
+			printf("dsmemdecode %s (trace format %d.%d)\n", DSMT_VERSION, DSMT_FORMAT_MAJOR,
+			       DSMT_FORMAT_MINOR);
+			return DSMT_EXIT_OK;
+		default: usage(stderr); return DSMT_EXIT_USAGE;
+		}
+	}
+	if (strcmp(fmt, "table") && strcmp(fmt, "csv") && strcmp(fmt, "json")) {
+		fprintf(stderr, "dsmemdecode: unknown format '%s' (table, csv or json)\n", fmt);
+		return DSMT_EXIT_USAGE;
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return DSMT_EXIT_USAGE;
+	}
+	FILE *out = stdout;
+	if (outpath && !(out = fopen(outpath, "w"))) {
+		perror(outpath);
+		return DSMT_EXIT_USAGE;
+	}
+	int code = DSMT_EXIT_OK;
+	int nfiles = argc - optind;
+	if (dump) {
+		for (int i = 0; i < nfiles; i++) {
+			int r = dsmt_dump_file(argv[optind + i], out, stderr);
+			if (r > code)
+				code = r;
+		}
+	} else {
+		struct dsmt_process *ps = calloc((size_t)nfiles, sizeof(*ps));
+		if (!ps) {
+			fputs("dsmemdecode: out of memory\n", stderr);
+			return DSMT_EXIT_BAD;
+		}
+		size_t n = 0;
+		for (int i = 0; i < nfiles; i++) {
+			int r = dsmt_decode_file(argv[optind + i], &o, &ps[n], stderr);
+			if (r == DSMT_EXIT_USAGE) { /* bad regex: same for every file */
+				code = r;
+				break;
+			}
+			if (r > code)
+				code = r;
+			if (ps[n].rows || ps[n].meta)
+				n++; /* decoded (perhaps partly) */
+		}
+		if (code != DSMT_EXIT_USAGE) {
+			if (!strcmp(fmt, "json"))
+				dsmt_write_json(out, ps, n);
+			else if (!strcmp(fmt, "csv"))
+				dsmt_write_csv(out, ps, n);
+			else
+				dsmt_write_table(out, ps, n);
+		}
+		for (size_t i = 0; i < n; i++)
+			dsmt_process_free(&ps[i]);
+		free(ps);
+	}
+	if (fflush(out) || (out != stdout && fclose(out))) {
+		perror(outpath ? outpath : "stdout");
+		return DSMT_EXIT_BAD;
+	}
+	return code;
+}

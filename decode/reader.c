@@ -1,0 +1,240 @@
+#include "reader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+#include <zstd_errors.h>
+
+#include "format.h"
+
+static uint32_t le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+#define HDR_FIXED (8 + DSMT_MAGIC_LEN + 4) /* frame header + "DSMTRACE" + major + minor */
+
+/* The expected first bytes of a header frame, except the 4 size bytes. */
+static int header_prefix_ok(const uint8_t *p, size_t n)
+{
+	uint8_t m[4] = {DSMT_SKIPPABLE_MAGIC & 0xff, (DSMT_SKIPPABLE_MAGIC >> 8) & 0xff,
+			(DSMT_SKIPPABLE_MAGIC >> 16) & 0xff, DSMT_SKIPPABLE_MAGIC >> 24};
+	for (size_t i = 0; i < n && i < 4; i++)
+		if (p[i] != m[i])
+			return 0;
+	for (size_t i = 8; i < n && i < 8 + DSMT_MAGIC_LEN; i++)
+		if (p[i] != (uint8_t)DSMT_MAGIC[i - 8])
+			return 0;
+	return 1;
+}
+
+int dsmt_reader_open(struct dsmt_reader *r, const char *path)
+{
+	memset(r, 0, sizeof(*r));
+	r->path = path;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(r->msg, sizeof(r->msg), "cannot open: %s", strerror(errno));
+		return DSMT_OPEN_IO;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		snprintf(r->msg, sizeof(r->msg), "cannot stat: %s", strerror(errno));
+		close(fd);
+		return DSMT_OPEN_IO;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(r->msg, sizeof(r->msg), "not a regular file");
+		close(fd);
+		return DSMT_OPEN_IO;
+	}
+	if (st.st_size == 0) {
+		snprintf(r->msg, sizeof(r->msg), "empty file");
+		close(fd);
+		return DSMT_OPEN_EMPTY;
+	}
+	void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (m == MAP_FAILED) {
+		snprintf(r->msg, sizeof(r->msg), "cannot map: %s", strerror(errno));
+		close(fd);
+		return DSMT_OPEN_IO;
+	}
+	close(fd);
+	madvise(m, (size_t)st.st_size, MADV_SEQUENTIAL);
+	r->data = m;
+	r->size = (size_t)st.st_size;
+	r->mapped = 1;
+
+	const uint8_t *d = r->data;
+	if (!header_prefix_ok(d, r->size)) {
+		snprintf(r->msg, sizeof(r->msg), "not a dsmemtrace trace (bad magic)");
+		return DSMT_OPEN_MAGIC;
+	}
+	if (r->size < HDR_FIXED) {
+		snprintf(r->msg, sizeof(r->msg), "truncated inside the header (%zu bytes)", r->size);
+		return DSMT_OPEN_HEADER;
+	}
+	uint32_t fsz = le32(d + 4);
+	if (fsz < DSMT_MAGIC_LEN + 4) {
+		snprintf(r->msg, sizeof(r->msg), "malformed header frame (payload of %u bytes)", fsz);
+		return DSMT_OPEN_HEADER;
+	}
+	r->major = le16(d + 8 + DSMT_MAGIC_LEN);
+	r->minor = le16(d + 8 + DSMT_MAGIC_LEN + 2);
+	if (r->major > DSMT_FORMAT_MAJOR) {
+		snprintf(r->msg, sizeof(r->msg),
+			 "format version %u.%u is newer than this decoder (reads up to %d.*)", r->major,
+			 r->minor, DSMT_FORMAT_MAJOR);
+		return DSMT_OPEN_VERSION;
+	}
+	if (r->major < 1) {
+		snprintf(r->msg, sizeof(r->msg), "format version %u.%u is not supported", r->major,
+			 r->minor);
+		return DSMT_OPEN_VERSION;
+	}
+	if ((uint64_t)fsz > r->size - 8) {
+		snprintf(r->msg, sizeof(r->msg),
+			 "truncated inside the header (frame of %u bytes, file of %zu bytes)", fsz + 8,
+			 r->size);
+		return DSMT_OPEN_HEADER;
+	}
+	r->hdr = d + HDR_FIXED;
+	r->hdr_len = fsz - (DSMT_MAGIC_LEN + 4);
+	r->off = 8 + (size_t)fsz;
+	r->frame_off = 0;
+	r->frame_idx = 0;
+	r->last_good = 0;
+	r->dctx = ZSTD_createDCtx();
+	if (!r->dctx) {
+		snprintf(r->msg, sizeof(r->msg), "out of memory");
+		return DSMT_OPEN_IO;
+	}
+	return DSMT_OPEN_OK;
+}
+
+void dsmt_reader_rewind(struct dsmt_reader *r)
+{
+	r->off = 8 + (size_t)le32(r->data + 4);
+	r->frame_idx = 0;
+	r->last_good = 0;
+	r->frame_off = 0;
+	r->fail_off = 0;
+	r->msg[0] = 0;
+}
+
+static int trunc_at(struct dsmt_reader *r, size_t off)
+{
+	r->fail_off = off;
+	snprintf(r->msg, sizeof(r->msg), "truncated after frame %u, byte offset %zu", r->last_good, off);
+	return DSMT_NEXT_TRUNC;
+}
+
+static int damaged_at(struct dsmt_reader *r, size_t off, const char *why)
+{
+	r->fail_off = off;
+	snprintf(r->msg, sizeof(r->msg), "damaged at byte offset %zu (frame %u: %s)", off,
+		 r->frame_idx + 1, why);
+	return DSMT_NEXT_DAMAGED;
+}
+
+int dsmt_reader_next(struct dsmt_reader *r, const uint8_t **buf, size_t *len)
+{
+	for (;;) {
+		size_t off = r->off;
+		if (off >= r->size)
+			return DSMT_NEXT_END;
+		size_t rem = r->size - off;
+		const uint8_t *p = r->data + off;
+		if (rem < 4)
+			return trunc_at(r, off);
+		uint32_t magic = le32(p);
+		if ((magic & 0xFFFFFFF0U) == ZSTD_MAGIC_SKIPPABLE_START) {
+			if (rem < 8)
+				return trunc_at(r, off);
+			uint32_t fsz = le32(p + 4);
+			if ((uint64_t)fsz > rem - 8)
+				return trunc_at(r, off);
+			r->off = off + 8 + fsz;
+			r->frame_idx++;
+			r->last_good = r->frame_idx;
+			continue; /* skippable frames after the header are ignored */
+		}
+		if (magic != ZSTD_MAGICNUMBER) {
+			char why[64];
+			snprintf(why, sizeof(why), "unknown frame magic 0x%08x", magic);
+			return damaged_at(r, off, why);
+		}
+		size_t csz = ZSTD_findFrameCompressedSize(p, rem);
+		if (ZSTD_isError(csz)) {
+			if (ZSTD_getErrorCode(csz) == ZSTD_error_srcSize_wrong)
+				return trunc_at(r, off);
+			return damaged_at(r, off, ZSTD_getErrorName(csz));
+		}
+		unsigned long long content = ZSTD_getFrameContentSize(p, csz);
+		if (content == ZSTD_CONTENTSIZE_ERROR)
+			return damaged_at(r, off, "bad frame header");
+		if (content != ZSTD_CONTENTSIZE_UNKNOWN && content > DSMT_FRAME_MAX)
+			return damaged_at(r, off, "frame larger than 256 MiB");
+		size_t want = content != ZSTD_CONTENTSIZE_UNKNOWN ? (size_t)content + 1 : 1 << 20;
+		if (want > r->buf_cap) {
+			uint8_t *nb = realloc(r->buf, want);
+			if (!nb)
+				return damaged_at(r, off, "out of memory");
+			r->buf = nb;
+			r->buf_cap = want;
+		}
+		ZSTD_DCtx *dctx = r->dctx;
+		ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
+		ZSTD_inBuffer in = {p, csz, 0};
+		ZSTD_outBuffer out = {r->buf, r->buf_cap, 0};
+		for (;;) {
+			size_t ret = ZSTD_decompressStream(dctx, &out, &in);
+			if (ZSTD_isError(ret))
+				return damaged_at(r, off, ZSTD_getErrorName(ret));
+			if (ret == 0)
+				break; /* frame complete, checksum verified */
+			if (out.pos == out.size) {
+				if (r->buf_cap >= DSMT_FRAME_MAX)
+					return damaged_at(r, off, "frame larger than 256 MiB");
+				size_t ncap = r->buf_cap * 2;
+				if (ncap > DSMT_FRAME_MAX)
+					ncap = DSMT_FRAME_MAX;
+				uint8_t *nb = realloc(r->buf, ncap);
+				if (!nb)
+					return damaged_at(r, off, "out of memory");
+				r->buf = nb;
+				r->buf_cap = ncap;
+				out.dst = nb;
+				out.size = ncap;
+				continue;
+			}
+			if (in.pos == in.size)
+				return damaged_at(r, off, "frame data ends early");
+		}
+		r->frame_off = off;
+		r->off = off + csz;
+		r->frame_idx++;
+		r->last_good = r->frame_idx;
+		*buf = r->buf;
+		*len = out.pos;
+		return DSMT_NEXT_FRAME;
+	}
+}
+
+void dsmt_reader_close(struct dsmt_reader *r)
+{
+	if (r->dctx)
+		ZSTD_freeDCtx(r->dctx);
+	free(r->buf);
+	if (r->mapped)
+		munmap((void *)r->data, r->size);
+	memset(r, 0, sizeof(*r));
+}

@@ -1,0 +1,76 @@
+/* Trace file reader: maps the file, checks the header frame and hands out the
+ * decompressed record stream of each data frame in file order. */
+#ifndef DSMT_DEC_READER_H
+#define DSMT_DEC_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "varint.h"
+
+#define DSMT_FRAME_MAX ((size_t)256 << 20) /* largest decompressed frame accepted */
+
+/* dsmt_reader_open results */
+enum dsmt_open_err {
+	DSMT_OPEN_OK = 0,
+	DSMT_OPEN_IO,      /* missing, unreadable, not a regular file */
+	DSMT_OPEN_EMPTY,   /* zero bytes */
+	DSMT_OPEN_MAGIC,   /* not a dsmemtrace trace */
+	DSMT_OPEN_VERSION, /* newer major version */
+	DSMT_OPEN_HEADER,  /* header cut short or malformed */
+};
+
+/* dsmt_reader_next results */
+enum dsmt_next {
+	DSMT_NEXT_FRAME = 1, /* a frame's records are in *buf */
+	DSMT_NEXT_END = 0,   /* clean end of file */
+	DSMT_NEXT_TRUNC = -1,   /* last frame incomplete: msg/fail_off say where */
+	DSMT_NEXT_DAMAGED = -2, /* bad data: msg/fail_off say where */
+};
+
+struct dsmt_reader {
+	const char *path;
+	const uint8_t *data;
+	size_t size;
+	int mapped;
+	unsigned major, minor;
+	const uint8_t *hdr; /* header record stream (META records) */
+	size_t hdr_len;
+	size_t off;          /* offset of the next frame */
+	size_t frame_off;    /* offset of the frame last returned */
+	unsigned frame_idx;  /* index of the frame last returned (header = 0) */
+	unsigned last_good;  /* index of the last complete frame */
+	size_t fail_off;     /* where truncation/damage begins */
+	void *dctx;
+	uint8_t *buf;
+	size_t buf_cap;
+	char msg[256];
+};
+
+int dsmt_reader_open(struct dsmt_reader *r, const char *path);
+/* Rewind to the first data frame (for a second pass). */
+void dsmt_reader_rewind(struct dsmt_reader *r);
+int dsmt_reader_next(struct dsmt_reader *r, const uint8_t **buf, size_t *len);
+void dsmt_reader_close(struct dsmt_reader *r);
+
+/* Record framing: u8 type, uleb128 len, payload.  Returns 1 (record), 0 (end
+ * of stream) or -1 (malformed: bad varint or len past the end). */
+static inline int dsmt_next_record(const uint8_t **p, const uint8_t *end, unsigned *type,
+				   const uint8_t **payload, size_t *len)
+{
+	const uint8_t *q = *p;
+	if (q >= end)
+		return 0;
+	*type = *q++;
+	uint64_t n;
+	if (dsmt_get_uvar(&q, end, &n) != DSMT_VAR_OK)
+		return -1;
+	if (n > (uint64_t)(end - q))
+		return -1;
+	*payload = q;
+	*len = (size_t)n;
+	*p = q + n;
+	return 1;
+}
+
+#endif
