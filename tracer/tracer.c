@@ -368,7 +368,7 @@ void dsmt_ev_mem(uint8_t rec, uint8_t api, int dev, uint64_t ptr, uint64_t size,
 	struct dsmt_ring *r = ring_get();
 	if (!r)
 		return;
-	uint32_t stk = unwind_ok ? stack_id(r) : 0;
+	uint32_t stk = unwind_ok && dsmt_cfg.native_depth > 0 ? stack_id(r) : 0;
 	uint64_t nh;
 	struct dsmt_ev *e = ev_begin(r, &nh);
 	if (!e)
