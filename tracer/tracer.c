@@ -26,7 +26,8 @@ static pthread_key_t ring_key;
 static pthread_once_t ring_key_once = PTHREAD_ONCE_INIT;
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
 static _Atomic uint64_t self_ns_total, self_events;
-static int unwind_ok;
+/* set by the writer thread once libunwind is loaded: hooks never dlopen */
+_Atomic int dsmt_unwind_ready;
 
 uint64_t dsmt_now_ns(void)
 {
@@ -314,11 +315,7 @@ static uint32_t stack_id(struct dsmt_ring *r)
 	return id;
 }
 
-static void start_once_fn(void)
-{
-	unwind_ok = dsmt_cfg.native_depth > 0 && dsmt_unwind_init() == 0;
-	dsmt_writer_start();
-}
+static void start_once_fn(void) { dsmt_writer_start(); }
 
 /* Reserves an event slot, writing a LOST record first if events were dropped.
  * Sequence number and time are taken last, as close to the operation as
@@ -368,7 +365,9 @@ void dsmt_ev_mem(uint8_t rec, uint8_t api, int dev, uint64_t ptr, uint64_t size,
 	struct dsmt_ring *r = ring_get();
 	if (!r)
 		return;
-	uint32_t stk = unwind_ok && dsmt_cfg.native_depth > 0 ? stack_id(r) : 0;
+	uint32_t stk = dsmt_cfg.native_depth > 0 && atomic_load_explicit(&dsmt_unwind_ready, memory_order_acquire)
+			       ? stack_id(r)
+			       : 0;
 	uint64_t nh;
 	struct dsmt_ev *e = ev_begin(r, &nh);
 	if (!e)

@@ -10,6 +10,7 @@
 #define DSMT_TRACER_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #define DSMT_HIDDEN __attribute__((visibility("hidden")))
@@ -54,7 +55,8 @@ DSMT_HIDDEN void dsmt_ev_nvtx(uint8_t rec, uint32_t domain, uint32_t name, uint6
 DSMT_HIDDEN uint32_t dsmt_intern(const char *s, size_t n);
 
 /* native stacks (unwind.c) */
-DSMT_HIDDEN int dsmt_unwind_init(void); /* 0 if available */
+DSMT_HIDDEN int dsmt_unwind_init(void); /* 0 if available; writer thread only */
+DSMT_HIDDEN extern _Atomic int dsmt_unwind_ready;
 DSMT_HIDDEN int dsmt_backtrace(void **ips, int max);
 
 /* writer.c */

@@ -636,6 +636,10 @@ static void *writer_main(void *arg)
 {
 	(void)arg;
 	dsmt_in_hook = 1; /* nothing this thread does is traced */
+	/* loaded here, not in a hook: a hook may run under the allocator's
+	 * mutex, and dlopen takes the loader lock */
+	if (dsmt_cfg.native_depth > 0 && dsmt_unwind_init() == 0)
+		atomic_store_explicit(&dsmt_unwind_ready, 1, memory_order_release);
 	char path[2048];
 	out_fd = open_trace(path, sizeof path);
 	if (out_fd < 0) {
