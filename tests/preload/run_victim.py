@@ -75,6 +75,8 @@ def victim_cmd(argv, out_json):
 
 
 def check_victim_json(v, label):
+    if "c10" not in v:  # examples write the step counters only
+        return
     if v["c10"]["reports"] != v["allocator"]["reports"]:
         fail("%s: libc10 received %d reports, the allocator sent %d (not forwarded?)"
              % (label, v["c10"]["reports"], v["allocator"]["reports"]))
@@ -131,7 +133,7 @@ def cmd_train(args):
         with open(out_json) as f:
             v1 = json.load(f)
         check_victim_json(v1, "under the preload")
-        if v1["steps"] != v0["steps"] or v1["baseline"] != v0["baseline"]:
+        if v1["steps"] != v0["steps"] or v1.get("baseline") != v0.get("baseline"):
             fail("the victim's own counters changed under the preload")
         if traces_in(tmp):
             fail("trace files outside DSMEMTRACE_DIR: %s" % traces_in(tmp))
