@@ -34,7 +34,8 @@
  *   truncate N                     after writing, cut the file to N bytes
  *                                  (N < 0: drop -N bytes from the end)
  *   corrupt OFF XOR                after writing, xor the byte at OFF (OFF < 0:
- *                                  from the end)
+ *                                  from the end; fN+K: K bytes into data
+ *                                  frame N, which must be written already)
  * seq defaults to one more than the highest seq so far, ts to seq.  Delta
  * state is per frame per thread, as the reader expects; when an event comes
  * before any thread line in a frame, the last thread is re-announced
@@ -149,8 +150,13 @@ static void write_header(void)
 	free(h.p);
 }
 
+static size_t frame_starts[4096]; /* file offsets of data frames 1.. */
+static int nframes;
+
 static void zframe(const void *src, size_t n)
 {
+	if (nframes < 4095)
+		frame_starts[++nframes] = file.n;
 	ZSTD_CCtx *cc = ZSTD_createCCtx();
 	ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level);
 	ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, !opt_nochecksum);
@@ -380,7 +386,7 @@ static uint64_t dev1_arg(void)
 }
 
 /* Common event prefix: thread check, dseq, dts. */
-static void ev_begin(struct dsmt_recbuf *r)
+static struct tstate *ev_begin(struct dsmt_recbuf *r)
 {
 	write_header();
 	if (!cur) {
@@ -399,6 +405,7 @@ static void ev_begin(struct dsmt_recbuf *r)
 	dsmt_rb_u(r, ts - t->ts);
 	t->seq = seq;
 	t->ts = ts;
+	return t;
 }
 
 static void tot_arg(struct dsmt_recbuf *r, int always)
@@ -509,8 +516,7 @@ static void cmd(char **tok, int ntok)
 		rec(&frm, DSMT_REC_STACK, &r);
 	} else if (!strcmp(c, "alloc") || !strcmp(c, "free")) {
 		parse_kv(tok + 1, ntok - 1);
-		ev_begin(&r);
-		struct tstate *t = cur;
+		struct tstate *t = ev_begin(&r);
 		dsmt_rb_u(&r, api_arg());
 		dsmt_rb_u(&r, dev1_arg());
 		uint64_t ptr = kv_num("ptr", 0);
@@ -635,7 +641,17 @@ static void cmd(char **tok, int ntok)
 	} else if (!strcmp(c, "corrupt")) {
 		if (ntok != 3 || ncorrupt == 64)
 			die("corrupt OFF XOR");
-		corrupts[ncorrupt].off = (int64_t)num(tok[1]);
+		if (tok[1][0] == 'f') { /* fN+K: K bytes into data frame N */
+			char *plus = strchr(tok[1], '+');
+			if (!plus)
+				die("corrupt fN+K");
+			*plus = 0;
+			int fi = (int)num(tok[1] + 1);
+			if (fi < 1 || fi > nframes)
+				die("no data frame %d yet", fi);
+			corrupts[ncorrupt].off = (int64_t)(frame_starts[fi] + num(plus + 1));
+		} else
+			corrupts[ncorrupt].off = (int64_t)num(tok[1]);
 		corrupts[ncorrupt++].x = (unsigned)num(tok[2]);
 	} else {
 		die("unknown command '%s'", c);

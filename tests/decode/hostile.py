@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Hostile input: dsmemdecode must never die by a signal, must exit 0 or 2
+(1 for usage errors) and must say what is wrong, naming the file.
+
+usage: hostile.py MKTRACE DSMEMDECODE SRCDIR WORKDIR
+"""
+import os
+import random
+import shutil
+import subprocess
+import sys
+
+MK, DEC, SRC, WORK = [os.path.abspath(a) for a in sys.argv[1:5]]
+fails = []
+
+
+def run(args, expect=None, stderr_has=None, name=None):
+    p = subprocess.run([DEC] + args, cwd=WORK, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    err = p.stderr.decode(errors="replace")
+    what = name or " ".join(args)
+    if p.returncode < 0 or p.returncode >= 128:
+        fails.append("%s: died by a signal (status %d)" % (what, p.returncode))
+    elif expect is not None and p.returncode not in expect:
+        fails.append("%s: exit %d, expected %s\n%s" % (what, p.returncode, expect, err))
+    if stderr_has is not None and stderr_has not in err:
+        fails.append("%s: stderr lacks %r; got %r" % (what, stderr_has, err))
+    return p.returncode, p.stdout, err
+
+
+def mk(name, script):
+    path = os.path.join(WORK, name + ".txt")
+    with open(path, "w") as f:
+        f.write(script)
+    p = subprocess.run([MK, path, os.path.join(WORK, name + ".zst")], stderr=subprocess.PIPE)
+    if p.returncode:
+        fails.append("mktrace %s: %s" % (name, p.stderr.decode()))
+    return name + ".zst"
+
+
+def write(name, data):
+    with open(os.path.join(WORK, name), "wb") as f:
+        f.write(data)
+    return name
+
+
+shutil.rmtree(WORK, ignore_errors=True)
+os.makedirs(WORK)
+
+# --- files that are not traces ---
+run([write("empty.zst", b"")], {2}, "dsmemdecode: empty.zst: empty file")
+run(["does-not-exist.zst"], {2}, "dsmemdecode: does-not-exist.zst: cannot open: No such file or directory")
+run([WORK], {2}, "not a regular file", name="directory")
+run([write("text.zst", b"hello world, not a trace\n")], {2}, "dsmemdecode: text.zst: not a dsmemtrace trace (bad magic)")
+run([mk("foreign", "option noheader\nzstdframe just some zstd data\n")], {2},
+    "dsmemdecode: foreign.zst: not a dsmemtrace trace (bad magic)")
+if shutil.which("zstd"):
+    write("plain.txt", b"plain text compressed by zstd\n" * 100)
+    subprocess.run(["zstd", "-q", "-f", "plain.txt", "-o", "plain.zst"], cwd=WORK, check=True)
+    run(["plain.zst"], {2}, "not a dsmemtrace trace (bad magic)")
+run([mk("major2", "header major=2 minor=3\nmeta host x\nthread 1\nalloc ptr=1 size=1\n")], {2},
+    "dsmemdecode: major2.zst: format version 2.3 is newer than this decoder (reads up to 1.*)")
+run([mk("minor9", "header major=1 minor=9\nmeta host x\nthread 1\nalloc ptr=1 size=1\n")], {0})
+# other skippable magic first: not ours
+run([mk("otherskip", "option noheader\nskippable 0x184D2A50 0102\nzstdframe x\n")], {2}, "bad magic")
+# header frame claiming 4 GiB
+hdr = bytes.fromhex("5d2a4d18ffffffff") + b"DSMTRACE\x01\x00\x00\x00"
+run([write("hugehdr.zst", hdr)], {2}, "truncated inside the header")
+run([write("tinyhdr.zst", hdr[:3])], {2}, "truncated inside the header")
+run([write("shorthdr.zst", bytes.fromhex("5d2a4d1802000000") + b"DSMTRACE\x01\x00\x00\x00")], {2},
+    "malformed header frame")
+
+# --- malformed records ---
+base = "meta host x\nthread 1\nalloc seq=0 ptr=0x10 size=1\n"
+run([mk("hugelen", base + "bytes 10 ffffffffff7f 00\n")], {2}, "record length runs past the end of the frame")
+run([mk("lenoverflow", base + "bytes 10 ffffffffffffffffffff7f\n")], {2}, "damaged at byte offset")
+run([mk("hugestr", base + "raw 0x02 01 ffffffffffffffff01 41\n")], {2}, "malformed STRING record")
+run([mk("hugemeta", base + "raw 0x01 ffffffff0f 41\n")], {2}, "malformed META record")
+run([mk("hugestack", base + "raw 0x03 01 ffffffffffffffff01 00\n")], {0})
+run(["--dump", "hugestack.zst"], {0})
+run([mk("badvarint", base + "raw 0x10 01 01 01 01 80808080808080808080 00\n")], {2},
+    "malformed varint in an event")
+run([mk("seqjump", base + "alloc seq=0x10000000000 ptr=0x20 size=1\n")], {2}, "reorder window exceeded")
+run([mk("hugedev", base + "alloc seq=1 dev=100000 ptr=0x20 size=1\n")], {0}, "without a valid device")
+run([mk("nothread", "option noautothread\n" + base + "frame\nalloc seq=1 ptr=0x20 size=1\n")], {2},
+    "event before any THREAD record in the frame")
+run([mk("garbage", base + "garbage 0102030405060708\n")], {2}, "unknown frame magic")
+run([mk("deeppush", base + "push name=train_step\n" * 300 + "pop\n" * 301)], {0}, "NVTX pushes deeper than 256")
+run([mk("hugeptr", base + "alloc seq=1 ptr=0xffffffffffffffff size=0xffffffffffffffff\n"
+        "free seq=2 ptr=0 size=0\nfree seq=3 ptr=0xffffffffffffffff\n")], {0})
+
+# --- usage errors ---
+run([], {1})
+run(["--format", "xml", "x.zst"], {1}, "unknown format")
+run(["--step-marker", "(", "foreign.zst", "minor9.zst"], {1, 2}, "bad --step-marker regex")
+run(["--no-such-option"], {1})
+run(["-o", os.path.join(WORK, "no/such/dir/out.json"), "minor9.zst"], {1})
+run(["--help"], {0})
+# several files, one missing: the others are still reported, exit 2
+rc, out, err = run(["--format", "json", "minor9.zst", "does-not-exist.zst", "hugedev.zst"], {2})
+if out.count(b'"file"') != 2:
+    fails.append("multi-file: expected 2 processes in %r" % out)
+
+# --- every cut point and every flipped byte of a multi-frame trace ---
+for case in ("interleave", "basic", "twodev"):
+    subprocess.run([MK, os.path.join(SRC, case + ".txt"), os.path.join(WORK, case + ".zst")], check=True)
+    data = open(os.path.join(WORK, case + ".zst"), "rb").read()
+    for cut in range(len(data)):
+        name = write("cut.zst", data[:cut])
+        rc, out, err = run([name], {0, 2}, name="%s cut at %d" % (case, cut))
+        # a cut at a frame boundary leaves a complete, shorter trace
+        if not err.startswith("dsmemdecode: cut.zst: ") and (rc != 0 or err):
+            fails.append("%s cut at %d: no diagnostic: %r" % (case, cut, err))
+    for i in range(len(data)):
+        for x in (0x01, 0x80, 0xff):
+            b = bytearray(data)
+            b[i] ^= x
+            run([write("flip.zst", bytes(b))], {0, 2}, name="%s byte %d ^ 0x%02x" % (case, i, x))
+        b = bytearray(data)
+        b[i] ^= 0xff
+        write("flip.zst", bytes(b))
+        run(["--dump", "flip.zst"], {0, 2}, name="--dump %s byte %d ^ 0xff" % (case, i))
+
+# --- random bytes, with and without a valid header in front ---
+rng = random.Random(1234)
+hdr_ok = open(os.path.join(WORK, "minor9.zst"), "rb").read()
+hdr_len = 8 + int.from_bytes(hdr_ok[4:8], "little")
+for i in range(300):
+    n = rng.randrange(0, 3000)
+    junk = bytes(rng.randrange(256) for _ in range(n))
+    if i % 3 == 0:
+        junk = hdr_ok[:hdr_len] + junk
+    elif i % 3 == 1:
+        junk = hdr_ok[:hdr_len] + bytes.fromhex("28b52ffd") + junk
+    run([write("rand.zst", junk)], {0, 2}, name="random file %d" % i)
+    run(["--dump", "rand.zst"], {0, 2}, name="--dump random file %d" % i)
+
+if fails:
+    print("\n".join(fails[:50]))
+    print("%d failure(s)" % len(fails))
+    sys.exit(1)
+print("ok")
