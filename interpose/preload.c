@@ -12,28 +12,22 @@
 
 #include "preload.h"
 
+/* Paths of loaded objects whose name contains the hint.  dlopen must not be
+ * called from inside the dl_iterate_phdr callback: the two take glibc's
+ * loader locks in opposite orders (a hang seen with the writer thread
+ * loading libunwind at the same moment). */
 struct find_arg {
 	const char *hint;
-	const char *sym;
-	const void *self;
-	void *found;
+	int n;
+	char paths[8][512];
 };
 
 static int find_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
 	struct find_arg *a = arg;
-	if (!info->dlpi_name || !*info->dlpi_name || !strstr(info->dlpi_name, a->hint))
-		return 0;
-	void *h = dlopen(info->dlpi_name, RTLD_NOW | RTLD_NOLOAD);
-	if (!h)
-		return 0;
-	void *f = dlsym(h, a->sym);
-	dlclose(h); /* NOLOAD handle: drops the reference we just took */
-	if (f && f != a->self) {
-		a->found = f;
-		return 1;
-	}
+	if (info->dlpi_name && *info->dlpi_name && strstr(info->dlpi_name, a->hint) && a->n < 8)
+		snprintf(a->paths[a->n++], sizeof a->paths[0], "%s", info->dlpi_name);
 	return 0;
 }
 
@@ -43,9 +37,18 @@ void *dsmt_resolve(const char *sym, const char *hint, const void *self)
 	dsmt_in_hook = 1;
 	void *f = dlsym(RTLD_NEXT, sym);
 	if (!f || f == self) {
-		struct find_arg a = {hint, sym, self, NULL};
+		f = NULL;
+		struct find_arg a = {.hint = hint};
 		dl_iterate_phdr(find_cb, &a);
-		f = a.found;
+		for (int i = 0; i < a.n && !f; i++) {
+			void *h = dlopen(a.paths[i], RTLD_NOW | RTLD_NOLOAD);
+			if (!h)
+				continue;
+			void *g = dlsym(h, sym);
+			dlclose(h); /* NOLOAD handle: drops the reference just taken */
+			if (g && g != self)
+				f = g;
+		}
 	}
 	if (!f)
 		dsmt_warn("cannot find the original %s (looked in the global scope and in %s*); "
