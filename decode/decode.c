@@ -9,6 +9,7 @@
 #include "decode.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <regex.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -134,28 +135,33 @@ struct ctx {
 	/* step markers */
 	regex_t re;
 	int have_re;
+
+	/* where the file stops */
+	int status; /* DSMT_NEXT_END / _TRUNC / _DAMAGED */
+	char stopmsg[320];
+	int nomem;
+	int collect_defs; /* this pass records META/STRING/MODULE */
+
+	/* replay state: everything from `ro` to the end is reset by replay_reset */
+	struct dsmt_reorder ro;
 	struct dsmt_hmap rematch; /* name id -> 1 match, 2 no match */
 	struct dsmt_hmap open_seq, open_ts; /* START range_id -> seq / ts */
 	VEC(struct range) ranges;
 	VEC(struct mark) marks;
 	VEC(struct seg) segs;
 	VEC(struct segstat) stats;
-
-	/* replay */
-	struct dsmt_reorder ro;
 	struct dev *dev[256];
 	unsigned maxdev1;
 	struct dsmt_hmap rt; /* runtime ptr -> size, aux = dev1 | api << 8 | torch << 16 */
+	/* decisions taken before the definition they depend on was seen: if one
+	 * of them turns out different at the end, the replay runs again */
+	struct dsmt_hmap unres_sites, unres_names;
+	int unres_overflow;
 	uint64_t events, ooms, lost, last_ts;
 	uint64_t unk_free, unk_free_seq, unk_free_ptr, dbl_alloc, dbl_alloc_seq;
 	uint64_t rt_unk_free, rt_unk_seq, rt_unk_ptr;
 	uint64_t nodev, nodev_seq, pop_empty, nvtx_overflow;
 	uint64_t tot_checked, tot_bad, tot_bad_seq, tot_bad_replay, tot_bad_alloc;
-	int nomem;
-
-	/* where the file stops */
-	int status; /* DSMT_NEXT_END / _TRUNC / _DAMAGED */
-	char stopmsg[320];
 };
 
 static void msg(struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -283,6 +289,32 @@ static int site_is_torch(struct ctx *c, uint64_t site)
 	return 0;
 }
 
+#define UNRES_MAX ((size_t)1 << 20)
+
+static void unresolved(struct ctx *c, struct dsmt_hmap *set, uint64_t key)
+{
+	if (dsmt_hmap_size(set) >= UNRES_MAX) {
+		c->unres_overflow = 1;
+		return;
+	}
+	int created;
+	if (!dsmt_hmap_put(set, key, &created))
+		c->unres_overflow = 1;
+}
+
+/* Is this cudaMalloc call site torch's caching allocator?  A site in no
+ * module seen so far is remembered: its MODULE record may come later. */
+static int site_is_torch_now(struct ctx *c, uint64_t site)
+{
+	if (site_is_torch(c, site))
+		return 1;
+	for (size_t i = 0; i < c->mods.n; i++)
+		if (site >= c->mods.v[i].lo && site < c->mods.v[i].hi)
+			return 0;
+	unresolved(c, &c->unres_sites, site);
+	return 0;
+}
+
 /* ---- printing helpers (dump) ---------------------------------------- */
 
 static void put_esc(FILE *f, const char *s, size_t n)
@@ -406,7 +438,12 @@ static int name_matches(struct ctx *c, uint64_t name)
 	}
 	if (created) {
 		const char *s = str_get(c, name, NULL);
-		h->aux = (s && regexec(&c->re, s, 0, NULL, 0) == 0) ? 1 : 2;
+		if (!s) { /* its STRING record may come later: decide again next time */
+			dsmt_hmap_del(&c->rematch, name, NULL);
+			unresolved(c, &c->unres_names, name);
+			return 0;
+		}
+		h->aux = regexec(&c->re, s, 0, NULL, 0) == 0 ? 1 : 2;
 	}
 	return h->aux == 1;
 }
@@ -472,7 +509,7 @@ static void emit(void *vc, uint64_t seq, const struct dsmt_event *e)
 			d->allocs++;
 			check_tot(c, seq, e, d);
 		} else {
-			int torch = e->api == DSMT_API_CUDA_MALLOC && site_is_torch(c, e->x);
+			int torch = e->api == DSMT_API_CUDA_MALLOC && site_is_torch_now(c, e->x);
 			int created;
 			struct dsmt_hent *h = dsmt_hmap_put(&c->rt, e->ptr, &created);
 			if (!h) {
@@ -658,6 +695,83 @@ static const char *rec_name(unsigned t)
 	}
 }
 
+static const uint8_t is_event[256] = {
+	[DSMT_REC_ALLOC] = 1, [DSMT_REC_FREE] = 1, [DSMT_REC_OOM] = 1, [DSMT_REC_NVTX_PUSH] = 1,
+	[DSMT_REC_NVTX_POP] = 1, [DSMT_REC_NVTX_START] = 1, [DSMT_REC_NVTX_END] = 1,
+	[DSMT_REC_NVTX_MARK] = 1, [DSMT_REC_LOST] = 1,
+};
+
+/* Fixed fields of each event record (ALLOC/FREE may add tot_alloc and
+ * tot_reserved). */
+static const uint8_t ev_nfields[256] = {
+	[DSMT_REC_ALLOC] = 9, [DSMT_REC_FREE] = 9, [DSMT_REC_OOM] = 8, [DSMT_REC_NVTX_PUSH] = 4,
+	[DSMT_REC_NVTX_POP] = 3, [DSMT_REC_NVTX_START] = 5, [DSMT_REC_NVTX_END] = 3,
+	[DSMT_REC_NVTX_MARK] = 4, [DSMT_REC_LOST] = 3,
+};
+
+static inline uint64_t load64(const uint8_t *p)
+{
+	uint64_t x;
+	memcpy(&x, p, 8);
+	return x;
+}
+
+/* Decode an event payload into f[] (missing fields 0).  Returns the number
+ * of fields present (up to 11: ALLOC/FREE may carry the two totals).
+ *
+ * Fast path, for payloads up to 64 bytes whose varints are at most 8 bytes
+ * long: one 64-bit mask marks the bytes that end a varint (high bit clear),
+ * so finding field i is a bit scan rather than a walk through fields 0..i-1,
+ * and each field is decoded from one little-endian load without branches.
+ * The frame buffer has DSMT_FRAME_PAD (>= 64) readable bytes past its end.
+ * Little-endian hosts only (x86-64, aarch64), like the writer.  Anything
+ * else takes the checked path. */
+static inline __attribute__((always_inline)) int ev_fields(unsigned type, const uint8_t *pl, size_t pn,
+							  uint64_t *f, int *bad)
+{
+	unsigned want = ev_nfields[type] == 9 ? 11 : ev_nfields[type];
+	if (pn && pn <= 64) {
+		uint64_t cont = 0;
+		for (unsigned w = 0; w < pn; w += 8) {
+			uint64_t m = (load64(pl + w) & 0x8080808080808080ULL) >> 7;
+			cont |= ((m * 0x0102040810204080ULL) >> 56) << w;
+		}
+		uint64_t lenmask = ~0ULL >> (64 - pn);
+		uint64_t term = ~cont & lenmask;
+		if (!((cont >> (pn - 1)) & 1)) { /* the last byte ends a varint */
+			unsigned start = 0, i = 0;
+			for (; i < want && term; i++) {
+				unsigned e = (unsigned)__builtin_ctzll(term);
+				term &= term - 1;
+				unsigned len = e - start + 1;
+				if (len > 8)
+					goto slow;
+				uint64_t x = load64(pl + start) & (~0ULL >> (64 - 8 * len));
+				x = ((x & 0x7f007f007f007f00ULL) >> 1) | (x & 0x007f007f007f007fULL);
+				x = ((x & 0x3fff00003fff0000ULL) >> 2) | (x & 0x00003fff00003fffULL);
+				x = ((x & 0x0fffffff00000000ULL) >> 4) | (x & 0x000000000fffffffULL);
+				f[i] = x;
+				start = e + 1;
+			}
+			int nf = (int)i;
+			for (; i < want; i++)
+				f[i] = 0;
+			return nf;
+		}
+	}
+slow:;
+	struct dsmt_cur cu;
+	dsmt_cur_init(&cu, pl, pn);
+	unsigned i = 0;
+	for (; i < want && cu.p < cu.end; i++)
+		f[i] = dsmt_cur_u(&cu);
+	int nf = (int)i;
+	for (; i < want; i++)
+		f[i] = 0;
+	*bad = cu.bad;
+	return nf;
+}
+
 /* Walk one record stream (the header's or a frame's).  0 ok, -1 damaged. */
 static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 {
@@ -667,6 +781,7 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 	c->gen++;
 	FILE *df = c->dump;
 	const int mode = c->mode;
+	const int defs = c->collect_defs;
 	for (;;) {
 		unsigned type;
 		const uint8_t *pl;
@@ -680,116 +795,130 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 		struct dsmt_cur cu;
 		dsmt_cur_init(&cu, pl, pn);
 
-		if (type >= DSMT_REC_ALLOC && type <= DSMT_REC_LOST && rec_name(type)) {
+		if (is_event[type]) {
 			/* an event */
 			struct thread *t = c->cur;
 			if (!t)
 				return damage(c, rec, "event before any THREAD record in the frame");
 			if (mode == PASS_DEFS)
 				continue;
-			struct dsmt_event ev;
-			uint64_t seq = t->seq += dsmt_cur_u(&cu);
-			ev.ts = t->ts += dsmt_cur_u(&cu);
-			ev.tidx = (uint32_t)(t - c->thr.v);
-			ev.type = (uint8_t)type;
-			ev.api = 0;
-			ev.flags = 0;
-			ev.dev1 = 0;
-			ev.ptr = ev.size = ev.x = ev.tot = 0;
-			uint64_t v, tres = 0, stream = 0, stack = 0;
+			uint64_t f[11];
+			int bad = 0;
+			int nf = ev_fields(type, pl, pn, f, &bad);
+			if (bad)
+				return damage(c, rec, "malformed varint in an event");
+			uint64_t seq = t->seq += f[0];
+			struct dsmt_event scratch, *e = &scratch;
+			if (mode == PASS_REPLAY) {
+				int err;
+				e = dsmt_reorder_slot(&c->ro, seq, &err);
+				if (!e) {
+					if (err)
+						return damage(c, rec, "events too far out of sequence order (reorder window exceeded)");
+					e = &scratch; /* a repeated seq: decoded for the delta state, then dropped */
+				}
+			}
+			e->ts = t->ts += f[1];
+			e->tidx = (uint32_t)(t - c->thr.v);
+			e->api = 0;
+			e->flags = 0;
+			e->dev1 = 0;
+			e->ptr = e->size = e->x = e->tot = 0;
+			uint64_t tres = 0, stream = 0, stack = 0;
 			switch (type) {
 			case DSMT_REC_ALLOC:
 			case DSMT_REC_FREE:
-				v = dsmt_cur_u(&cu);
-				ev.api = v > 255 ? 255 : (uint8_t)v;
-				v = dsmt_cur_u(&cu);
-				ev.dev1 = v > 255 ? 255 : (uint8_t)v;
-				ev.ptr = t->ptr += (uint64_t)dsmt_cur_s(&cu);
-				ev.size = dsmt_cur_u(&cu);
-				stream = dsmt_cur_u(&cu);
-				stack = dsmt_cur_u(&cu);
-				ev.x = dsmt_cur_u(&cu);
-				if (cu.p < cu.end) {
-					ev.tot = dsmt_cur_u(&cu);
-					tres = dsmt_cur_u(&cu);
-					ev.flags = DSMT_EVF_TOT;
+				e->api = f[2] > 255 ? 255 : (uint8_t)f[2];
+				e->dev1 = f[3] > 255 ? 255 : (uint8_t)f[3];
+				e->ptr = t->ptr += (uint64_t)dsmt_dec_unzigzag(f[4]);
+				e->size = f[5];
+				stream = f[6];
+				stack = f[7];
+				e->x = f[8];
+				if (nf > 9) { /* tot_alloc present (tot_reserved may not be) */
+					e->tot = f[9];
+					tres = f[10];
+					e->flags = DSMT_EVF_TOT;
 				}
 				break;
 			case DSMT_REC_OOM:
-				v = dsmt_cur_u(&cu);
-				ev.dev1 = v > 255 ? 255 : (uint8_t)v;
-				ev.size = dsmt_cur_u(&cu);
-				ev.tot = dsmt_cur_u(&cu);
-				tres = dsmt_cur_u(&cu);
-				stack = dsmt_cur_u(&cu);
-				ev.x = dsmt_cur_u(&cu);
+				e->dev1 = f[2] > 255 ? 255 : (uint8_t)f[2];
+				e->size = f[3];
+				e->tot = f[4];
+				tres = f[5];
+				stack = f[6];
+				e->x = f[7];
 				break;
 			case DSMT_REC_NVTX_PUSH:
 			case DSMT_REC_NVTX_MARK:
-				ev.ptr = dsmt_cur_u(&cu);
-				ev.x = dsmt_cur_u(&cu);
+				e->ptr = f[2];
+				e->x = f[3];
 				break;
 			case DSMT_REC_NVTX_POP:
-				ev.ptr = dsmt_cur_u(&cu);
+				e->ptr = f[2];
 				break;
 			case DSMT_REC_NVTX_START:
-				ev.size = dsmt_cur_u(&cu);
-				ev.ptr = dsmt_cur_u(&cu);
-				ev.x = dsmt_cur_u(&cu);
+				e->size = f[2];
+				e->ptr = f[3];
+				e->x = f[4];
 				break;
 			case DSMT_REC_NVTX_END:
 			case DSMT_REC_LOST:
-				ev.size = dsmt_cur_u(&cu);
+				e->size = f[2];
 				break;
 			}
-			if (cu.bad)
-				return damage(c, rec, "malformed varint in an event");
 			if (mode == PASS_REPLAY) {
-				if (dsmt_reorder_add(&c->ro, seq, &ev, emit, c))
-					return damage(c, rec, "events too far out of sequence order (reorder window exceeded)");
+				if (e != &scratch) {
+					e->type = (uint8_t)type; /* the slot is live from here */
+					struct dsmt_event *d;
+					while ((d = dsmt_reorder_peek(&c->ro))) {
+						emit(c, c->ro.next, d);
+						dsmt_reorder_pop(&c->ro);
+					}
+				}
 				continue;
 			}
 			/* dump */
 			fprintf(df, "%u %s seq=%" PRIu64 " ts=%" PRIu64 " tid=%" PRIu64, fidx, rec_name(type),
-				seq, ev.ts, t->tid);
+				seq, e->ts, t->tid);
 			switch (type) {
 			case DSMT_REC_ALLOC:
 			case DSMT_REC_FREE: {
-				const char *an = api_name(ev.api);
+				const char *an = api_name(e->api);
 				if (an)
 					fprintf(df, " api=%s", an);
 				else
-					fprintf(df, " api=%u", ev.api);
-				put_dev(df, ev.dev1);
+					fprintf(df, " api=%u", e->api);
+				put_dev(df, e->dev1);
 				fprintf(df, " ptr=0x%" PRIx64 " size=%" PRIu64 " stream=0x%" PRIx64 " stack=%" PRIu64
-					" site=0x%" PRIx64, ev.ptr, ev.size, stream, stack, ev.x);
-				if (ev.flags & DSMT_EVF_TOT)
-					fprintf(df, " tot_alloc=%" PRIu64 " tot_reserved=%" PRIu64, ev.tot, tres);
+					" site=0x%" PRIx64, e->ptr, e->size, stream, stack, e->x);
+				if (e->flags & DSMT_EVF_TOT)
+					fprintf(df, " tot_alloc=%" PRIu64 " tot_reserved=%" PRIu64, e->tot, tres);
 				break;
 			}
 			case DSMT_REC_OOM:
-				put_dev(df, ev.dev1);
+				put_dev(df, e->dev1);
 				fprintf(df, " size=%" PRIu64 " tot_alloc=%" PRIu64 " tot_reserved=%" PRIu64
-					" stack=%" PRIu64 " site=0x%" PRIx64, ev.size, ev.tot, tres, stack, ev.x);
+					" stack=%" PRIu64 " site=0x%" PRIx64, e->size, e->tot, tres, stack, e->x);
 				break;
 			case DSMT_REC_NVTX_PUSH:
 			case DSMT_REC_NVTX_MARK:
-				put_strid(c, "domain", ev.ptr);
-				put_strid(c, "name", ev.x);
+				put_strid(c, "domain", e->ptr);
+				put_strid(c, "name", e->x);
 				break;
 			case DSMT_REC_NVTX_POP:
-				put_strid(c, "domain", ev.ptr);
+				put_strid(c, "domain", e->ptr);
 				break;
 			case DSMT_REC_NVTX_START:
-				fprintf(df, " range_id=%" PRIu64, ev.size);
-				put_strid(c, "domain", ev.ptr);
-				put_strid(c, "name", ev.x);
+				fprintf(df, " range_id=%" PRIu64, e->size);
+				put_strid(c, "domain", e->ptr);
+				put_strid(c, "name", e->x);
 				break;
 			case DSMT_REC_NVTX_END:
-				fprintf(df, " range_id=%" PRIu64, ev.size);
+				fprintf(df, " range_id=%" PRIu64, e->size);
 				break;
 			case DSMT_REC_LOST:
-				fprintf(df, " count=%" PRIu64, ev.size);
+				fprintf(df, " count=%" PRIu64, e->size);
 				break;
 			}
 			fputc('\n', df);
@@ -803,7 +932,7 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 			const uint8_t *v = dsmt_cur_str(&cu, &vn);
 			if (cu.bad)
 				return damage(c, rec, "malformed META record");
-			if (mode == PASS_DEFS)
+			if (defs)
 				meta_add(c, k, kn, v, vn);
 			else if (mode == PASS_DUMP) {
 				fprintf(df, "%u META ", fidx);
@@ -820,7 +949,7 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 			const uint8_t *s = dsmt_cur_str(&cu, &n);
 			if (cu.bad)
 				return damage(c, rec, "malformed STRING record");
-			if (mode == PASS_DEFS)
+			if (defs)
 				str_add(c, id, s, n);
 			else if (mode == PASS_DUMP) {
 				fprintf(df, "%u STRING id=%" PRIu64 " ", fidx, id);
@@ -864,7 +993,7 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 			const uint8_t *bid = dsmt_cur_str(&cu, &bn);
 			if (cu.bad)
 				return damage(c, rec, "malformed MODULE record");
-			if (mode == PASS_DEFS) {
+			if (defs) {
 				if (c->mods.n >= MODULES_MAX)
 					break;
 				m.path = dupn(path, pn2);
@@ -880,6 +1009,15 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 					break;
 				}
 				*slot = m;
+				if (m.is_torch) {
+					struct module *tm = VPUSH(c->torch);
+					if (!tm) {
+						c->nomem = 1;
+						break;
+					}
+					*tm = m;
+					tm->path = NULL;
+				}
 			} else if (mode == PASS_DUMP) {
 				fprintf(df, "%u MODULE base=0x%" PRIx64 " lo=0x%" PRIx64 " hi=0x%" PRIx64 " path=", fidx,
 					m.base, m.lo, m.hi);
@@ -998,8 +1136,61 @@ static int ctx_open(struct ctx *c, const char *path, FILE *err)
 	return 0;
 }
 
+/* Free the replay state and zero it (for a second replay, or at the end). */
+static void replay_reset(struct ctx *c)
+{
+	dsmt_reorder_free(&c->ro);
+	dsmt_hmap_free(&c->rematch);
+	dsmt_hmap_free(&c->open_seq);
+	dsmt_hmap_free(&c->open_ts);
+	free(c->ranges.v);
+	free(c->marks.v);
+	free(c->segs.v);
+	free(c->stats.v);
+	for (unsigned i = 0; i < 256; i++) {
+		if (c->dev[i]) {
+			dsmt_hmap_free(&c->dev[i]->tens);
+			free(c->dev[i]);
+		}
+	}
+	dsmt_hmap_free(&c->rt);
+	dsmt_hmap_free(&c->unres_sites);
+	dsmt_hmap_free(&c->unres_names);
+	for (size_t i = 0; i < c->thr.n; i++) {
+		struct thread *t = &c->thr.v[i];
+		for (uint32_t j = 0; j < t->nds; j++)
+			free(t->ds[j].v);
+		free(t->ds);
+		t->ds = NULL;
+		t->nds = 0;
+	}
+	memset(&c->ro, 0, sizeof(*c) - offsetof(struct ctx, ro));
+	dsmt_reorder_init(&c->ro, c->o ? c->o->reorder_max : 0);
+}
+
+/* Did a decision taken before its definition arrived turn out wrong? */
+static int replay_stale(struct ctx *c)
+{
+	if (c->unres_overflow)
+		return 1;
+	size_t i = 0;
+	struct dsmt_hent *h;
+	while ((h = dsmt_hmap_next(&c->unres_sites, &i)))
+		if (site_is_torch(c, h->key))
+			return 1;
+	i = 0;
+	while ((h = dsmt_hmap_next(&c->unres_names, &i))) {
+		const char *s = str_get(c, h->key, NULL);
+		if (s && regexec(&c->re, s, 0, NULL, 0) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 static void ctx_free(struct ctx *c)
 {
+	replay_reset(c);
+	dsmt_reorder_free(&c->ro);
 	dsmt_reader_close(&c->rd);
 	dsmt_hmap_free(&c->strmap);
 	free(c->strs.v);
@@ -1014,31 +1205,11 @@ static void ctx_free(struct ctx *c)
 	}
 	free(c->meta.v);
 	dsmt_hmap_free(&c->thrmap);
-	for (size_t i = 0; i < c->thr.n; i++) {
-		struct thread *t = &c->thr.v[i];
-		for (uint32_t j = 0; j < t->nds; j++)
-			free(t->ds[j].v);
-		free(t->ds);
-		free(t->name);
-	}
+	for (size_t i = 0; i < c->thr.n; i++)
+		free(c->thr.v[i].name);
 	free(c->thr.v);
 	if (c->have_re)
 		regfree(&c->re);
-	dsmt_hmap_free(&c->rematch);
-	dsmt_hmap_free(&c->open_seq);
-	dsmt_hmap_free(&c->open_ts);
-	free(c->ranges.v);
-	free(c->marks.v);
-	free(c->segs.v);
-	free(c->stats.v);
-	dsmt_reorder_free(&c->ro);
-	for (unsigned i = 0; i < 256; i++) {
-		if (c->dev[i]) {
-			dsmt_hmap_free(&c->dev[i]->tens);
-			free(c->dev[i]);
-		}
-	}
-	dsmt_hmap_free(&c->rt);
 }
 
 /* Report how the file ended.  Returns the exit code. */
@@ -1164,16 +1335,9 @@ static int build_rows(struct ctx *c, struct dsmt_process *out)
 
 static int ctx_defs(struct ctx *c)
 {
+	c->collect_defs = 1;
 	run_pass(c, PASS_DEFS);
-	for (size_t i = 0; i < c->mods.n; i++) {
-		if (!c->mods.v[i].is_torch)
-			continue;
-		struct module *m = VPUSH(c->torch);
-		if (!m)
-			return -1;
-		*m = c->mods.v[i];
-		m->path = NULL;
-	}
+	c->collect_defs = 0;
 	return c->nomem ? -1 : 0;
 }
 
@@ -1203,16 +1367,23 @@ int dsmt_decode_file(const char *path, const struct dsmt_opts *o, struct dsmt_pr
 		return DSMT_EXIT_USAGE;
 	}
 	c->have_re = 1;
-	dsmt_reorder_init(&c->ro, o->reorder_max);
+	replay_reset(c);
 
 	int code = DSMT_EXIT_OK;
-	if (ctx_defs(c)) {
-		code = report_stop(c);
-		goto done;
-	}
-	/* pass 2 stops where pass 1 did, or earlier when an event payload is bad */
+	/* One pass collects definitions and replays.  When the writer put a
+	 * MODULE or STRING record after an event that needed it (which it
+	 * normally does not), the replay runs again with all of them known. */
+	c->collect_defs = 1;
 	run_pass(c, PASS_REPLAY);
+	c->collect_defs = 0;
 	dsmt_reorder_flush(&c->ro, emit, c);
+	if (!c->nomem && replay_stale(c)) {
+		if (o->verbose)
+			msg(c, "definitions arrived after their use; replaying again");
+		replay_reset(c);
+		run_pass(c, PASS_REPLAY);
+		dsmt_reorder_flush(&c->ro, emit, c);
+	}
 	close_segment(c, UINT64_MAX, c->last_ts);
 	code = report_stop(c);
 	if (c->nomem)

@@ -106,8 +106,13 @@ int dsmt_reader_open(struct dsmt_reader *r, const char *path)
 			 r->size);
 		return DSMT_OPEN_HEADER;
 	}
-	r->hdr = d + HDR_FIXED;
 	r->hdr_len = fsz - (DSMT_MAGIC_LEN + 4);
+	r->hdr = calloc(1, r->hdr_len + DSMT_FRAME_PAD);
+	if (!r->hdr) {
+		snprintf(r->msg, sizeof(r->msg), "out of memory");
+		return DSMT_OPEN_IO;
+	}
+	memcpy(r->hdr, d + HDR_FIXED, r->hdr_len);
 	r->off = 8 + (size_t)fsz;
 	r->frame_off = 0;
 	r->frame_idx = 0;
@@ -185,7 +190,7 @@ int dsmt_reader_next(struct dsmt_reader *r, const uint8_t **buf, size_t *len)
 			return damaged_at(r, off, "frame larger than 256 MiB");
 		size_t want = content != ZSTD_CONTENTSIZE_UNKNOWN ? (size_t)content + 1 : 1 << 20;
 		if (want > r->buf_cap) {
-			uint8_t *nb = realloc(r->buf, want);
+			uint8_t *nb = realloc(r->buf, want + DSMT_FRAME_PAD);
 			if (!nb)
 				return damaged_at(r, off, "out of memory");
 			r->buf = nb;
@@ -207,7 +212,7 @@ int dsmt_reader_next(struct dsmt_reader *r, const uint8_t **buf, size_t *len)
 				size_t ncap = r->buf_cap * 2;
 				if (ncap > DSMT_FRAME_MAX)
 					ncap = DSMT_FRAME_MAX;
-				uint8_t *nb = realloc(r->buf, ncap);
+				uint8_t *nb = realloc(r->buf, ncap + DSMT_FRAME_PAD);
 				if (!nb)
 					return damaged_at(r, off, "out of memory");
 				r->buf = nb;
@@ -219,6 +224,7 @@ int dsmt_reader_next(struct dsmt_reader *r, const uint8_t **buf, size_t *len)
 			if (in.pos == in.size)
 				return damaged_at(r, off, "frame data ends early");
 		}
+		memset(r->buf + out.pos, 0, DSMT_FRAME_PAD);
 		r->frame_off = off;
 		r->off = off + csz;
 		r->frame_idx++;
@@ -234,6 +240,7 @@ void dsmt_reader_close(struct dsmt_reader *r)
 	if (r->dctx)
 		ZSTD_freeDCtx(r->dctx);
 	free(r->buf);
+	free(r->hdr);
 	if (r->mapped)
 		munmap((void *)r->data, r->size);
 	memset(r, 0, sizeof(*r));

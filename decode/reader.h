@@ -9,6 +9,9 @@
 #include "varint.h"
 
 #define DSMT_FRAME_MAX ((size_t)256 << 20) /* largest decompressed frame accepted */
+/* Record streams handed out (header and frames) are followed by this many
+ * readable zero bytes, so record parsers may over-read a little. */
+#define DSMT_FRAME_PAD 128
 
 /* dsmt_reader_open results */
 enum dsmt_open_err {
@@ -34,7 +37,7 @@ struct dsmt_reader {
 	size_t size;
 	int mapped;
 	unsigned major, minor;
-	const uint8_t *hdr; /* header record stream (META records) */
+	uint8_t *hdr; /* header record stream (META records), a padded copy */
 	size_t hdr_len;
 	size_t off;          /* offset of the next frame */
 	size_t frame_off;    /* offset of the frame last returned */

@@ -14,19 +14,22 @@ void dsmt_reorder_free(struct dsmt_reorder *r)
 	free(r->ring);
 	r->ring = NULL;
 	r->cap = 0;
+	r->held = 0;
 }
 
-/* Grow so that offsets < need fit; keeps slot (seq & (cap-1)) addressing. */
-static int grow(struct dsmt_reorder *r, uint64_t need)
+int dsmt_reorder_room(struct dsmt_reorder *r, uint64_t seq)
 {
+	uint64_t need = seq - r->next + 1;
 	size_t ncap = r->cap ? r->cap : 1024;
 	while (ncap < need) {
 		if (ncap >= r->max)
 			return -1;
 		ncap *= 2;
 	}
-	if (ncap > r->max)
+	if (ncap > r->max || need > r->max)
 		return -1;
+	if (ncap == r->cap)
+		return 0;
 	struct dsmt_event *nr = calloc(ncap, sizeof(*nr));
 	if (!nr)
 		return -1;
@@ -45,56 +48,31 @@ static int grow(struct dsmt_reorder *r, uint64_t need)
 
 static void drain(struct dsmt_reorder *r, dsmt_emit_fn emit, void *ctx)
 {
-	size_t mask = r->cap - 1;
-	while (r->held) {
-		struct dsmt_event *e = &r->ring[r->next & mask];
-		if (!e->type)
-			break;
-		struct dsmt_event ev = *e;
-		e->type = 0;
-		r->held--;
-		emit(ctx, r->next++, &ev);
+	struct dsmt_event *e;
+	while ((e = dsmt_reorder_peek(r))) {
+		emit(ctx, r->next, e); /* emit never adds to the buffer */
+		dsmt_reorder_pop(r);
 	}
 }
 
 int dsmt_reorder_add(struct dsmt_reorder *r, uint64_t seq, const struct dsmt_event *ev,
 		     dsmt_emit_fn emit, void *ctx)
 {
-	if (seq < r->next) {
-		r->dups++;
-		return 0;
-	}
-	if (seq == r->next && !r->held) { /* fast path: in order, nothing waiting */
-		r->next++;
-		emit(ctx, seq, ev);
-		return 0;
-	}
-	uint64_t off = seq - r->next;
-	if (off >= r->cap) {
-		if (off >= r->max || grow(r, off + 1))
-			return -1;
-	}
-	struct dsmt_event *e = &r->ring[seq & (r->cap - 1)];
-	if (e->type) {
-		r->dups++;
-		return 0;
-	}
+	int err;
+	struct dsmt_event *e = dsmt_reorder_slot(r, seq, &err);
+	if (!e)
+		return err;
 	*e = *ev;
 	if (!e->type)
-		e->type = 0xff; /* callers never add type 0, but keep the slot marked */
-	if (r->held++ == 0 || seq + 1 > r->hi)
-		r->hi = seq + 1;
-	if (seq == r->next)
-		drain(r, emit, ctx);
+		e->type = 0xff; /* a held slot must be marked */
+	drain(r, emit, ctx);
 	return 0;
 }
 
 void dsmt_reorder_flush(struct dsmt_reorder *r, dsmt_emit_fn emit, void *ctx)
 {
 	while (r->held) {
-		size_t mask = r->cap - 1;
-		struct dsmt_event *e = &r->ring[r->next & mask];
-		if (!e->type) {
+		if (!dsmt_reorder_peek(r)) {
 			r->gaps++;
 			r->next++;
 			continue;

@@ -1,6 +1,10 @@
 /* Reorder buffer: events arrive grouped per thread, out of global seq order;
- * it hands them out in seq order.  A ring indexed by seq - next, grown on
- * demand up to a bound. */
+ * it hands them out in seq order.  A ring indexed by seq (mod capacity) holds
+ * the window [next, next + cap), grown on demand up to a bound.
+ *
+ * Hot path (inline, no copies):
+ *   struct dsmt_event *e = dsmt_reorder_slot(r, seq, &err);  fill *e, type last
+ *   while ((e = dsmt_reorder_peek(r))) { use(r->next, e); dsmt_reorder_pop(r); } */
 #ifndef DSMT_DEC_REORDER_H
 #define DSMT_DEC_REORDER_H
 
@@ -26,8 +30,54 @@ typedef void (*dsmt_emit_fn)(void *ctx, uint64_t seq, const struct dsmt_event *e
 
 void dsmt_reorder_init(struct dsmt_reorder *r, size_t max_entries);
 void dsmt_reorder_free(struct dsmt_reorder *r);
-/* Add an event.  Events that become due are passed to emit in seq order.
- * Returns 0, or -1 when the window would exceed the bound (or memory runs out). */
+/* Out of line: make room for seq (grow the ring).  0 or -1 (bound/memory). */
+int dsmt_reorder_room(struct dsmt_reorder *r, uint64_t seq);
+
+/* The slot to fill for seq, or NULL: *err = 0 for a duplicate (counted and
+ * to be dropped), -1 when seq is beyond the bound.  The caller fills the slot
+ * and must set a non-zero type. */
+static inline struct dsmt_event *dsmt_reorder_slot(struct dsmt_reorder *r, uint64_t seq, int *err)
+{
+	*err = 0;
+	if (__builtin_expect(seq < r->next, 0)) {
+		r->dups++;
+		return NULL;
+	}
+	if (__builtin_expect(seq - r->next >= r->cap, 0)) {
+		if (dsmt_reorder_room(r, seq)) {
+			*err = -1;
+			return NULL;
+		}
+	}
+	struct dsmt_event *e = &r->ring[seq & (r->cap - 1)];
+	if (__builtin_expect(e->type != 0, 0)) {
+		r->dups++;
+		return NULL;
+	}
+	if (r->held++ == 0 || seq >= r->hi)
+		r->hi = seq + 1;
+	return e;
+}
+
+/* The event with seq r->next if it is there, else NULL. */
+static inline struct dsmt_event *dsmt_reorder_peek(struct dsmt_reorder *r)
+{
+	if (!r->held)
+		return NULL;
+	struct dsmt_event *e = &r->ring[r->next & (r->cap - 1)];
+	return e->type ? e : NULL;
+}
+
+/* Drop the event dsmt_reorder_peek returned. */
+static inline void dsmt_reorder_pop(struct dsmt_reorder *r)
+{
+	r->ring[r->next & (r->cap - 1)].type = 0;
+	r->next++;
+	r->held--;
+}
+
+/* Convenience (tests): add one event, hand out what became due.
+ * Returns 0, or -1 when the window would exceed the bound. */
 int dsmt_reorder_add(struct dsmt_reorder *r, uint64_t seq, const struct dsmt_event *ev,
 		     dsmt_emit_fn emit, void *ctx);
 /* Hand out everything held in seq order, skipping (and counting) gaps. */

@@ -9,6 +9,8 @@
 /* Status of a varint read. */
 enum { DSMT_VAR_OK = 0, DSMT_VAR_END = 1, DSMT_VAR_BAD = 2 };
 
+#define DSMT_VARINT_MAX_LEN 10
+
 /* Read a ULEB128 from [*p, end).  On success advances *p and returns OK.
  * Returns END when *p == end (nothing to read; *v = 0) and BAD when the
  * varint runs past `end`, is longer than 10 bytes or overflows 64 bits. */
@@ -73,7 +75,7 @@ static inline void dsmt_cur_init(struct dsmt_cur *c, const uint8_t *p, size_t n)
 	c->short_ = 0;
 }
 
-static inline uint64_t dsmt_cur_u(struct dsmt_cur *c)
+static inline uint64_t dsmt_cur_u_slow(struct dsmt_cur *c)
 {
 	uint64_t v;
 	int st = dsmt_get_uvar(&c->p, c->end, &v);
@@ -87,6 +89,37 @@ static inline uint64_t dsmt_cur_u(struct dsmt_cur *c)
 		return 0;
 	}
 	return v;
+}
+
+static inline uint64_t dsmt_cur_u(struct dsmt_cur *c)
+{
+	const uint8_t *p = c->p;
+	if (__builtin_expect(c->end - p >= DSMT_VARINT_MAX_LEN, 1)) {
+		/* at least 10 bytes left: no end checks inside the varint */
+		uint64_t b = p[0];
+		if (b < 0x80) {
+			c->p = p + 1;
+			return b;
+		}
+		uint64_t r = b & 0x7f;
+		for (unsigned i = 1; i < 9; i++) {
+			b = p[i];
+			r |= (b & 0x7f) << (7 * i);
+			if (b < 0x80) {
+				c->p = p + i + 1;
+				return r;
+			}
+		}
+		b = p[9];
+		if (b > 1) {
+			c->bad = 1;
+			c->p = c->end;
+			return 0;
+		}
+		c->p = p + 10;
+		return r | b << 63;
+	}
+	return dsmt_cur_u_slow(c);
 }
 
 static inline int64_t dsmt_cur_s(struct dsmt_cur *c) { return dsmt_dec_unzigzag(dsmt_cur_u(c)); }

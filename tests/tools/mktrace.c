@@ -809,21 +809,23 @@ static void synth(void)
 	dsmt_rb_str(&r, "", 0);
 	rec(&frm, DSMT_REC_MODULE, &r);
 
-	/* parameters: 64 blocks, live for the whole run */
+	/* parameters: 64 blocks, live for the whole run.  Every step repeats
+	 * the same tensor sizes at the same addresses (as a training loop under
+	 * the caching allocator does); only the timestamps jitter. */
 	for (uint64_t i = 0; i < 64; i++)
-		s_talloc(0, (1 + (xr() % 8)) << 19, 4096 + i);
+		s_talloc(0, (1 + (i * 7919 % 8)) << 19, 4096 + i);
 	enum { NACT = 200 };
 	uint64_t act_ptr[NACT], act_size[NACT], grad_ptr[64], grad_size[64];
 	while (s_events + 2 * NACT + 2 * 64 + 2 < events) {
 		sq_add(0, (struct sev){.type = DSMT_REC_NVTX_PUSH});
 		for (int i = 0; i < NACT; i++) {
-			act_size[i] = (1 + (xr() % 64)) * 512 * (1 + (uint64_t)(i % 7) * 64);
+			act_size[i] = (1 + ((uint64_t)i * 2654435761u >> 7) % 64) * 512 * (1 + (uint64_t)(i % 7) * 64);
 			act_ptr[i] = s_talloc(0, act_size[i], (uint64_t)i);
 		}
 		for (int i = NACT - 1; i >= 0; i--) {
 			if (i % 4 == 0 && i / 4 < 64) {
 				int g = i / 4;
-				grad_size[g] = (1 + (xr() % 8)) << 19;
+				grad_size[g] = (1 + ((uint64_t)g * 40503u >> 3) % 8) << 19;
 				grad_ptr[g] = s_talloc(1, grad_size[g], 8192 + (uint64_t)g);
 			}
 			s_tfree(1, act_ptr[i], act_size[i]);
