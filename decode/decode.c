@@ -726,10 +726,9 @@ static inline uint64_t load64(const uint8_t *p)
  * The frame buffer has DSMT_FRAME_PAD (>= 64) readable bytes past its end.
  * Little-endian hosts only (x86-64, aarch64), like the writer.  Anything
  * else takes the checked path. */
-static inline __attribute__((always_inline)) int ev_fields(unsigned type, const uint8_t *pl, size_t pn,
+static inline __attribute__((always_inline)) int ev_fields(const unsigned want, const uint8_t *pl, size_t pn,
 							  uint64_t *f, int *bad)
 {
-	unsigned want = ev_nfields[type] == 9 ? 11 : ev_nfields[type];
 	if (pn && pn <= 64) {
 		uint64_t cont = 0;
 		for (unsigned w = 0; w < pn; w += 8) {
@@ -804,7 +803,12 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 				continue;
 			uint64_t f[11];
 			int bad = 0;
-			int nf = ev_fields(type, pl, pn, f, &bad);
+			int nf;
+			/* constant field counts let the compiler unroll the decoder */
+			if (type <= DSMT_REC_FREE)
+				nf = ev_fields(11, pl, pn, f, &bad);
+			else
+				nf = ev_fields(ev_nfields[type], pl, pn, f, &bad);
 			if (bad)
 				return damage(c, rec, "malformed varint in an event");
 			uint64_t seq = t->seq += f[0];
