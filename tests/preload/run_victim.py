@@ -52,7 +52,7 @@ def base_env(libdir):
     return env
 
 
-def run(cmd, env, cwd, timeout=120):
+def run(cmd, env, cwd, timeout=90):
     p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         out, err = p.communicate(timeout=timeout)
@@ -138,7 +138,8 @@ def cmd_train(args):
         if traces_in(tmp):
             fail("trace files outside DSMEMTRACE_DIR: %s" % traces_in(tmp))
         files = traces_in(tdir)
-        want = "dsmemtrace.%s.%d.zst" % (socket.gethostname(), pid)
+        rank = env1.get("RANK")
+        want = "dsmemtrace.%s.%d%s.zst" % (socket.gethostname(), pid, ".rank" + rank if rank else "")
         if len(files) != 1:
             fail("expected one trace file in %s, found %s" % (tdir, [os.path.basename(f) for f in files]))
             return
@@ -165,6 +166,10 @@ def cmd_train(args):
         p = procs[0]
         if p.get("pid") != pid:
             fail("decoder pid %r, victim pid %d" % (p.get("pid"), pid))
+        if rank is not None and p.get("rank") != int(rank):
+            fail("decoder rank %r, RANK=%s" % (p.get("rank"), rank))
+        if "WORLD_SIZE" in env1 and p.get("world_size") != int(env1["WORLD_SIZE"]):
+            fail("decoder world_size %r, WORLD_SIZE=%s" % (p.get("world_size"), env1["WORLD_SIZE"]))
         if p.get("truncated"):
             fail("decoder says the trace is truncated")
         compare_steps(v0, p.get("steps", []), " ".join(dcmd))
