@@ -16,7 +16,16 @@ case $build in /*) ;; *) build=$(pwd)/$build ;; esac
 if [ ! -f "$build/build.ninja" ]; then
 	meson setup "$build" "$root"
 fi
-ninja -C "$build"
+if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
+	use_torch=1
+	targets="interpose/libdsmemtrace.so decode/dsmemdecode"
+else
+	use_torch=
+	targets="interpose/libdsmemtrace.so decode/dsmemdecode examples/standin_train
+	         tests/standin/libtorchstub.so tests/standin/libcuda.so.1"
+fi
+# shellcheck disable=SC2086
+"${NINJA:-ninja}" -C "$build" $targets
 
 preload=$build/interpose/libdsmemtrace.so   # absolute: children may chdir
 decoder=$build/decode/dsmemdecode
@@ -27,7 +36,7 @@ done
 traces=${DSMEMTRACE_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/dsmemtrace-example.XXXXXX")}
 mkdir -p "$traces"
 
-if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
+if [ -n "$use_torch" ]; then
 	echo "== PyTorch on $(python3 -c 'import torch; print(torch.cuda.get_device_name(0))'), under the preload"
 	LD_PRELOAD=$preload DSMEMTRACE_DIR=$traces python3 "$root/examples/pytorch_train.py" "$@"
 else
