@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 struct dsmt_hent {
 	uint64_t key; /* 0 = empty */
@@ -23,16 +24,116 @@ struct dsmt_hmap {
 
 void dsmt_hmap_init(struct dsmt_hmap *m);
 void dsmt_hmap_free(struct dsmt_hmap *m);
-/* Entry for key, or NULL. */
-struct dsmt_hent *dsmt_hmap_get(struct dsmt_hmap *m, uint64_t key);
-/* Entry for key, inserted zeroed when absent (*created = 1).  NULL only when
- * memory runs out. */
-struct dsmt_hent *dsmt_hmap_put(struct dsmt_hmap *m, uint64_t key, int *created);
-/* Remove key; returns 1 and copies the entry to *out (if non-NULL) when found. */
-int dsmt_hmap_del(struct dsmt_hmap *m, uint64_t key, struct dsmt_hent *out);
+/* Double the table (out of line).  0 or -1 (no memory). */
+int dsmt_hmap_grow(struct dsmt_hmap *m);
 static inline size_t dsmt_hmap_size(const struct dsmt_hmap *m) { return m->count + (size_t)m->has_zero; }
 /* Iterate: start with *i = 0; returns the next entry or NULL at the end.
  * The map must not change during iteration. */
 struct dsmt_hent *dsmt_hmap_next(struct dsmt_hmap *m, size_t *i);
+
+static inline size_t dsmt_hslot(uint64_t key, size_t mask)
+{
+	key ^= key >> 33;
+	key *= 0xff51afd7ed558ccdULL;
+	key ^= key >> 33;
+	return (size_t)key & mask;
+}
+
+/* Entry for key, or NULL. */
+static inline struct dsmt_hent *dsmt_hmap_get(struct dsmt_hmap *m, uint64_t key)
+{
+	if (key == 0)
+		return m->has_zero ? &m->zero : NULL;
+	if (!m->t)
+		return NULL;
+	size_t i = dsmt_hslot(key, m->mask);
+	for (;;) {
+		struct dsmt_hent *e = &m->t[i];
+		if (e->key == key)
+			return e;
+		if (e->key == 0)
+			return NULL;
+		i = (i + 1) & m->mask;
+	}
+}
+
+/* Entry for key, inserted zeroed when absent (*created = 1).  NULL only when
+ * memory runs out. */
+static inline struct dsmt_hent *dsmt_hmap_put(struct dsmt_hmap *m, uint64_t key, int *created)
+{
+	*created = 0;
+	if (key == 0) {
+		if (!m->has_zero) {
+			m->has_zero = 1;
+			memset(&m->zero, 0, sizeof(m->zero));
+			*created = 1;
+		}
+		return &m->zero;
+	}
+	/* keep the load factor under 1/2 */
+	if (!m->t || (m->count + 1) * 2 > m->mask + 1) {
+		if (dsmt_hmap_grow(m))
+			return NULL;
+	}
+	size_t i = dsmt_hslot(key, m->mask);
+	for (;;) {
+		struct dsmt_hent *e = &m->t[i];
+		if (e->key == key)
+			return e;
+		if (e->key == 0) {
+			e->key = key;
+			e->v = 0;
+			e->aux = 0;
+			m->count++;
+			*created = 1;
+			return e;
+		}
+		i = (i + 1) & m->mask;
+	}
+}
+
+/* Remove key; returns 1 and copies the entry to *out (if non-NULL) when found. */
+static inline int dsmt_hmap_del(struct dsmt_hmap *m, uint64_t key, struct dsmt_hent *out)
+{
+	if (key == 0) {
+		if (!m->has_zero)
+			return 0;
+		if (out)
+			*out = m->zero;
+		m->has_zero = 0;
+		return 1;
+	}
+	if (!m->t)
+		return 0;
+	size_t mask = m->mask;
+	size_t i = dsmt_hslot(key, mask);
+	for (;;) {
+		if (m->t[i].key == key)
+			break;
+		if (m->t[i].key == 0)
+			return 0;
+		i = (i + 1) & mask;
+	}
+	if (out)
+		*out = m->t[i];
+	/* backward-shift deletion */
+	size_t j = i;
+	for (;;) {
+		j = (j + 1) & mask;
+		if (m->t[j].key == 0)
+			break;
+		size_t home = dsmt_hslot(m->t[j].key, mask);
+		/* can the entry at j move to the hole at i?  yes unless its home
+		 * lies cyclically in (i, j] */
+		int in_range = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
+		if (!in_range) {
+			m->t[i] = m->t[j];
+			i = j;
+		}
+	}
+	m->t[i].key = 0;
+	m->count--;
+	return 1;
+}
 
 #endif
