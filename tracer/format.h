@@ -3,7 +3,9 @@
  * tables is docs/trace-format.md; keep both in step.
  *
  * File layout
- *   A trace file is a concatenation of zstd frames, so `zstd -d` accepts it.
+ *   A trace file is a concatenation of zstd frames.  Data frames reference
+ *   the content before them (History, below), so decode with dsmemdecode
+ *   (`--dump` prints every record); plain `zstd -d` cannot.
  *   frame 0   zstd skippable frame, magic DSMT_SKIPPABLE_MAGIC, payload:
  *               "DSMTRACE" (8 bytes)  u16le major  u16le minor  record stream
  *             (the record stream of the header holds META records only)
@@ -20,13 +22,28 @@
  *   are read in order; a payload that ends early leaves the remaining fields
  *   at 0 (newer minor versions only ever append fields).
  *
+ * History: every data frame after the first is compressed with the last
+ * min(zstd_prefix_bytes, N) bytes of the decompressed content of the data
+ * frames before it as a zstd prefix (ZSTD_CCtx_refPrefix /
+ * ZSTD_DCtx_refPrefix), so repeated training steps compress against the
+ * previous ones although every frame is ended.  The header's META
+ * zstd_prefix_bytes gives the size (absent or 0: frames are independent).
+ * A reader keeps that much history; a damaged frame ends decoding.
+ *
  * Delta state (per frame, per thread): every event record belongs to the
  * thread named by the last THREAD record of the frame.  For each thread the
- * reader keeps {seq, ts, ptr}, all 0 at the start of each frame:
- *   seq = prev.seq + dseq        (global sequence number, dense, from 0)
- *   ts  = prev.ts  + dts         (units of ts_unit_ns since start_mono_ns)
- *   ptr = prev.ptr + sdptr       (zigzag)
- * Interned ids (strings, stacks) are global to the file and never reset.
+ * reader keeps {seq, ts, ptr, site, tot_alloc, tot_reserved}, all 0 at the
+ * start of each frame (a THREAD record switches threads, it does not reset):
+ *   seq  = prev.seq  + dseq       (global sequence number, dense, from 0)
+ *   ts   = prev.ts   + dts        (units of ts_unit_ns since start_mono_ns)
+ *   ptr  = prev.ptr  + sdptr      (zigzag)
+ *   site = prev.site + sdsite     (zigzag; every event with a site updates it)
+ *   torch ALLOC/FREE only (api DSMT_API_TORCH), the allocator's totals:
+ *     tot_alloc    = prev.tot_alloc + (ALLOC ? size : -size) + stot_alloc
+ *     tot_reserved = prev.tot_reserved + stot_reserved
+ *   other ALLOC/FREE write 0 for both and leave the state alone.
+ * The noisy fields dseq and dts come last in each event, so the repeated
+ * part of consecutive steps stays one long match for zstd.
  */
 #ifndef DSMT_FORMAT_H
 #define DSMT_FORMAT_H
@@ -38,6 +55,9 @@
 #define DSMT_MAGIC_LEN 8
 #define DSMT_FORMAT_MAJOR 1 /* bumped only for incompatible changes */
 #define DSMT_FORMAT_MINOR 0 /* bumped when records or trailing fields are added */
+/* Format 1 was redefined once before any release (2026-11-30: field order,
+ * site/totals deltas, frame history); traces of the earlier layout exist only
+ * in this repository's history. */
 
 /* default timestamp unit written in the header (META ts_unit_ns) */
 #define DSMT_TS_UNIT_NS 1000
@@ -53,18 +73,20 @@ enum dsmt_rec {
 	DSMT_REC_THREAD = 0x05, /* tid, str name (may be empty) — switches the current thread */
 	DSMT_REC_FLUSH = 0x06,  /* ts (absolute, ts units), next_seq (seq high-water at flush) */
 
-	/* events: dseq, dts first; belong to the current thread */
-	DSMT_REC_ALLOC = 0x10, /* dseq dts api dev1 sdptr size stream stack site
-	                        * [tot_alloc tot_reserved]   (tot_* only for DSMT_API_TORCH) */
+	/* events: belong to the current thread; dseq and dts come last */
+	DSMT_REC_ALLOC = 0x10, /* api dev1 sdptr size stream stack sdsite stot_alloc stot_reserved dseq dts */
 	DSMT_REC_FREE = 0x11,  /* same fields as ALLOC; size 0 when the API gives none */
-	DSMT_REC_OOM = 0x12,   /* dseq dts dev1 size tot_alloc tot_reserved stack site */
-	DSMT_REC_NVTX_PUSH = 0x20,  /* dseq dts domain name   (string ids, 0 = default/none) */
-	DSMT_REC_NVTX_POP = 0x21,   /* dseq dts domain */
-	DSMT_REC_NVTX_START = 0x22, /* dseq dts range_id domain name */
-	DSMT_REC_NVTX_END = 0x23,   /* dseq dts range_id */
-	DSMT_REC_NVTX_MARK = 0x24,  /* dseq dts domain name */
-	DSMT_REC_LOST = 0x30,       /* dseq dts count — events this thread could not record */
+	DSMT_REC_OOM = 0x12,   /* dev1 size tot_alloc tot_reserved (absolute) stack sdsite dseq dts */
+	DSMT_REC_NVTX_PUSH = 0x20,  /* domain name dseq dts   (string ids, 0 = default/none) */
+	DSMT_REC_NVTX_POP = 0x21,   /* domain dseq dts */
+	DSMT_REC_NVTX_START = 0x22, /* range_id domain name dseq dts */
+	DSMT_REC_NVTX_END = 0x23,   /* range_id dseq dts */
+	DSMT_REC_NVTX_MARK = 0x24,  /* domain name dseq dts */
+	DSMT_REC_LOST = 0x30,       /* count dseq dts — events this thread could not record */
 };
+
+/* history kept by writer and reader (META zstd_prefix_bytes) */
+#define DSMT_PREFIX_BYTES (1u << 20)
 
 /* dev1 = device index + 1; 0 = unknown / host */
 
@@ -79,6 +101,8 @@ enum dsmt_api {
 	DSMT_API_CUDA_HOST_REGISTER = 20,  /* cudaHostRegister / cudaHostUnregister */
 	DSMT_API_CUDA_FREE = 21,           /* cudaFree (FREE only: kind taken from the alloc) */
 	DSMT_API_CUDA_FREE_HOST = 22,      /* cudaFreeHost (FREE only) */
+	/* cudaFreeAsync is written as DSMT_API_CUDA_MALLOC_ASYNC, cudaHostUnregister
+	 * as DSMT_API_CUDA_HOST_REGISTER */
 };
 
 #endif
