@@ -85,7 +85,7 @@ static void fail(const char *what)
 
 struct tstate {
 	uint32_t tid, gen;
-	uint64_t seq, ts, ptr;
+	uint64_t seq, ts, ptr, site, tot_alloc, tot_reserved;
 };
 #define TSTATES 4096
 static struct tstate tstates[TSTATES];
@@ -146,16 +146,19 @@ static uint64_t to_units(uint64_t mono_ns)
 
 /* ---- encoding of ring records ---- */
 
+static void put_site(struct dsmt_recbuf *rb, struct tstate *t, uint64_t site)
+{
+	dsmt_rb_s(rb, (int64_t)(site - t->site));
+	t->site = site;
+}
+
+/* Field order and deltas: format.h.  The repeated part first, dseq and dts
+ * (which differ every step) last. */
 static void encode_event(const struct dsmt_ev *e)
 {
 	struct tstate *t = cur_thread;
 	struct dsmt_recbuf rb;
 	dsmt_rb_reset(&rb);
-	uint64_t ts = to_units(e->ts);
-	dsmt_rb_u(&rb, e->seq - t->seq);
-	dsmt_rb_u(&rb, ts >= t->ts ? ts - t->ts : 0);
-	t->seq = e->seq;
-	t->ts = ts > t->ts ? ts : t->ts;
 	uint64_t dev1 = e->dev >= 0 ? (uint64_t)e->dev + 1 : 0;
 	switch (e->rec) {
 	case DSMT_REC_ALLOC:
@@ -167,10 +170,16 @@ static void encode_event(const struct dsmt_ev *e)
 		dsmt_rb_u(&rb, e->size);
 		dsmt_rb_u(&rb, e->stream);
 		dsmt_rb_u(&rb, e->stack);
-		dsmt_rb_u(&rb, e->site);
-		if (e->has_tot) {
-			dsmt_rb_u(&rb, e->a);
-			dsmt_rb_u(&rb, e->b);
+		put_site(&rb, t, e->site);
+		if (e->api == DSMT_API_TORCH && e->has_tot) {
+			uint64_t pred = t->tot_alloc + (e->rec == DSMT_REC_ALLOC ? e->size : -e->size);
+			dsmt_rb_s(&rb, (int64_t)(e->a - pred));
+			dsmt_rb_s(&rb, (int64_t)(e->b - t->tot_reserved));
+			t->tot_alloc = e->a;
+			t->tot_reserved = e->b;
+		} else {
+			dsmt_rb_u(&rb, 0);
+			dsmt_rb_u(&rb, 0);
 		}
 		break;
 	case DSMT_REC_OOM:
@@ -179,7 +188,7 @@ static void encode_event(const struct dsmt_ev *e)
 		dsmt_rb_u(&rb, e->a);
 		dsmt_rb_u(&rb, e->b);
 		dsmt_rb_u(&rb, e->stack);
-		dsmt_rb_u(&rb, e->site);
+		put_site(&rb, t, e->site);
 		break;
 	case DSMT_REC_NVTX_PUSH:
 	case DSMT_REC_NVTX_MARK:
@@ -195,14 +204,17 @@ static void encode_event(const struct dsmt_ev *e)
 		dsmt_rb_u(&rb, e->b);
 		break;
 	case DSMT_REC_NVTX_END:
-		dsmt_rb_u(&rb, e->c);
-		break;
 	case DSMT_REC_LOST:
 		dsmt_rb_u(&rb, e->c);
 		break;
 	default:
 		return;
 	}
+	uint64_t ts = to_units(e->ts);
+	dsmt_rb_u(&rb, e->seq - t->seq);
+	dsmt_rb_u(&rb, ts >= t->ts ? ts - t->ts : 0);
+	t->seq = e->seq;
+	t->ts = ts > t->ts ? ts : t->ts;
 	emit(e->rec, &rb);
 }
 
@@ -409,6 +421,25 @@ static void update_modules(void)
 
 /* ---- frames ---- */
 
+static uint8_t hist[DSMT_PREFIX_BYTES];
+static size_t hist_len;
+
+static void hist_append(const uint8_t *p, size_t n)
+{
+	if (n >= sizeof hist) {
+		memcpy(hist, p + n - sizeof hist, sizeof hist);
+		hist_len = sizeof hist;
+		return;
+	}
+	if (hist_len + n > sizeof hist) {
+		size_t drop = hist_len + n - sizeof hist;
+		memmove(hist, hist + drop, hist_len - drop);
+		hist_len -= drop;
+	}
+	memcpy(hist + hist_len, p, n);
+	hist_len += n;
+}
+
 static void end_frame(void)
 {
 	if (out_fd < 0 || raw_len == 0)
@@ -428,7 +459,11 @@ static void end_frame(void)
 		zbuf = z;
 		zbuf_cap = bound;
 	}
-	size_t zn = ZSTD_compress2(cctx, zbuf, zbuf_cap, raw, raw_len);
+	/* the last DSMT_PREFIX_BYTES of earlier frames as a prefix (format.h) */
+	size_t zn = ZSTD_CCtx_refPrefix(cctx, hist, hist_len);
+	if (!ZSTD_isError(zn))
+		zn = ZSTD_compress2(cctx, zbuf, zbuf_cap, raw, raw_len);
+	hist_append(raw, raw_len);
 	raw_len = 0;
 	frame_gen++;
 	cur_thread = NULL;
@@ -616,6 +651,7 @@ static int write_header(void)
 	meta_u("ts_unit_ns", DSMT_TS_UNIT_NS);
 	meta_s("tracer_version", DSMT_VERSION);
 	meta_u("native_depth", (unsigned)dsmt_cfg.native_depth);
+	meta_u("zstd_prefix_bytes", DSMT_PREFIX_BYTES);
 
 	uint8_t hdr[8 + DSMT_MAGIC_LEN + 4];
 	uint32_t magic = DSMT_SKIPPABLE_MAGIC, size = (uint32_t)(DSMT_MAGIC_LEN + 4 + raw_len);
