@@ -59,6 +59,10 @@ int main(int argc, char **argv)
 			nest(28, n / 2, 1 << 20);
 			ns[d][r] = (double)(dsmt_now_ns() - t0) / n;
 		}
+	uint64_t c0 = dsmt_now_ns();
+	for (int i = 0; i < 1000000; i++)
+		sink += (int)dsmt_now_ns();
+	printf("clock_gettime(CLOCK_MONOTONIC): %.1f ns\n", (double)(dsmt_now_ns() - c0) / 1e6);
 	printf("native_depth  median_ns_per_event  (rounds=%d, events/round=%d, ~30 frames deep)\n", ROUNDS, n);
 	for (int d = 0; d < ND; d++) {
 		qsort(ns[d], ROUNDS, sizeof(double), cmp);

@@ -25,7 +25,10 @@ static _Atomic uint32_t next_string_id = 1, next_stack_id = 1;
 static pthread_key_t ring_key;
 static pthread_once_t ring_key_once = PTHREAD_ONCE_INIT;
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
-static _Atomic uint64_t self_ns_total, self_events;
+/* DSMEMTRACE_SELFTIME: the first events pay for starting up (writer thread,
+ * first page faults of each buffer); steady state is reported apart */
+#define SELF_WARMUP 2000
+static _Atomic uint64_t self_ns_total, self_events, self_ns_warm;
 /* set by the writer thread once libunwind is loaded: hooks never dlopen */
 _Atomic int dsmt_unwind_ready;
 
@@ -74,9 +77,12 @@ static long env_long(const char *name, long def, long lo, long hi)
 static void selftime_report(void)
 {
 	uint64_t n = atomic_load(&self_events), t = atomic_load(&self_ns_total);
-	dsmt_warn("selftime: %llu events, %llu ns total, %.1f ns/event (native depth %d)",
+	uint64_t w = atomic_load(&self_ns_warm), nw = n < SELF_WARMUP ? n : SELF_WARMUP;
+	dsmt_warn("selftime: %llu events, %llu ns total, %.1f ns/event (native depth %d); "
+		  "first %llu events %.1f ns/event, after them %.1f ns/event",
 		  (unsigned long long)n, (unsigned long long)t, n ? (double)t / (double)n : 0.0,
-		  dsmt_cfg.native_depth);
+		  dsmt_cfg.native_depth, (unsigned long long)nw, nw ? (double)w / (double)nw : 0.0,
+		  n > nw ? (double)(t - w) / (double)(n - nw) : 0.0);
 }
 
 void dsmt_config_init(void)
@@ -350,8 +356,10 @@ static void ev_end(struct dsmt_ring *r, struct dsmt_ev *e, uint64_t nh, uint64_t
 	e->ts = dsmt_now_ns();
 	ring_commit(r, nh);
 	if (t0) {
-		atomic_fetch_add_explicit(&self_ns_total, dsmt_now_ns() - t0, memory_order_relaxed);
-		atomic_fetch_add_explicit(&self_events, 1, memory_order_relaxed);
+		uint64_t dt = dsmt_now_ns() - t0;
+		atomic_fetch_add_explicit(&self_ns_total, dt, memory_order_relaxed);
+		if (atomic_fetch_add_explicit(&self_events, 1, memory_order_relaxed) < SELF_WARMUP)
+			atomic_fetch_add_explicit(&self_ns_warm, dt, memory_order_relaxed);
 	}
 }
 

@@ -13,6 +13,7 @@
 #   DSMT_GPU_DEPTHS      native depths for the hook-cost runs (default "0 8 16 32";
 #                        "none" skips them)
 #   DSMT_GPU_STEPS       steps per loop (default 8)
+#   DSMT_GPU_HOOK_STEPS  steps of the hook-cost runs (default DSMT_GPU_STEPS)
 #   DSMT_GPU_NO_BUILD=1  do not run meson/ninja (the meson test sets it)
 #   DSMT_GPU_TIMEOUT     seconds per python run (default 120)
 #   DSMT_GPU_DEADLINE    start no new run after this many seconds (default 420)
@@ -177,7 +178,7 @@ build() {
 		}
 	fi
 	# Only what this check needs; the whole tree if those names are unknown.
-	if ! "${NINJA:-ninja}" -C "$B" interpose/libdsmemtrace.so decode/dsmemdecode >>"$log" 2>&1; then
+	if ! "${NINJA:-ninja}" -C "$B" interpose/libdsmemtrace.so decode/dsmemdecode bench/hook_cost >>"$log" 2>&1; then
 		echo "gpu check: building the two targets failed, trying the whole tree" >>"$log"
 		"${NINJA:-ninja}" -C "$B" >>"$log" 2>&1 || {
 			echo "gpu check: ninja failed; end of $log:"
@@ -322,6 +323,8 @@ done
 
 # --- hook cost: native stack depth vs ns/event --------------------------------
 read -r -a depths <<<"$DEPTHS"
+# longer runs for the cost figures, so start-up costs do not dominate
+STEPS=${DSMT_GPU_HOOK_STEPS:-$STEPS}
 printf '%s\n' "${depths[@]}" >"$RES/hook.list"
 for depth in "${depths[@]}"; do
 	d=$RES/hook/depth-$depth
