@@ -1,7 +1,10 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # Build dsmemtrace if needed, run a training loop under the preload, decode it.
 #
-#   examples/run_example.sh            # build dir: ./build (or $BUILD)
+#   bash examples/run_example.sh       # build dir: ./build (or $BUILD)
+#
+# README command 1: installs what is missing first (scripts/ensure-deps.sh:
+# apt-get as root, else it says what to install).
 #
 # With PyTorch and a GPU (python3 -c 'import torch; assert torch.cuda.is_available()')
 # it runs examples/pytorch_train.py; otherwise examples/standin_train over the
@@ -13,8 +16,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$root/build}
 case $build in /*) ;; *) build=$(pwd)/$build ;; esac
 
+# shellcheck source=../scripts/ensure-deps.sh
+source "$root/scripts/ensure-deps.sh"
 if [ ! -f "$build/build.ninja" ]; then
-	meson setup "$build" "$root"
+	"$MESON" setup "$build" "$root" -Dtoolkit_dir="$CUDA_HOME" >/dev/null
 fi
 if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
 	use_torch=1
@@ -25,7 +30,7 @@ else
 	         tests/standin/libtorchstub.so tests/standin/libcuda.so.1"
 fi
 # shellcheck disable=SC2086
-"${NINJA:-ninja}" -C "$build" $targets
+"$NINJA" -C "$build" $targets >/dev/null
 
 preload=$build/interpose/libdsmemtrace.so   # absolute: children may chdir
 decoder=$build/decode/dsmemdecode
