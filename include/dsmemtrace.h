@@ -18,6 +18,24 @@ void dsmemtrace_mark_step(void) __attribute__((weak));
 /* Marks a named instant; name "dsmemtrace:step" is a step boundary. */
 void dsmemtrace_mark(const char *name) __attribute__((weak));
 
+/* Stops recording until dsmemtrace_resume(); hooks only forward meanwhile.
+ * The trace marks the paused interval and the decoder resynchronises from the
+ * allocator's totals.  Also toggled by the signal DSMEMTRACE_TOGGLE_SIGNAL
+ * names (e.g. USR2) for programs that cannot be changed. */
+void dsmemtrace_pause(void) __attribute__((weak));
+void dsmemtrace_resume(void) __attribute__((weak));
+
+#define DSMEMTRACE_PAUSE()               \
+	do {                             \
+		if (dsmemtrace_pause)    \
+			dsmemtrace_pause(); \
+	} while (0)
+#define DSMEMTRACE_RESUME()               \
+	do {                              \
+		if (dsmemtrace_resume)    \
+			dsmemtrace_resume(); \
+	} while (0)
+
 #define DSMEMTRACE_MARK_STEP()              \
 	do {                                \
 		if (dsmemtrace_mark_step)   \

@@ -8,6 +8,8 @@
 /* Declared weak in include/dsmemtrace.h for the user's side; strong here. */
 DSMT_EXPORT void dsmemtrace_mark(const char *name);
 DSMT_EXPORT void dsmemtrace_mark_step(void);
+DSMT_EXPORT void dsmemtrace_pause(void);
+DSMT_EXPORT void dsmemtrace_resume(void);
 
 DSMT_EXPORT void dsmemtrace_mark(const char *name)
 {
@@ -16,3 +18,6 @@ DSMT_EXPORT void dsmemtrace_mark(const char *name)
 }
 
 DSMT_EXPORT void dsmemtrace_mark_step(void) { dsmemtrace_mark("dsmemtrace:step"); }
+
+DSMT_EXPORT void dsmemtrace_pause(void) { dsmt_pause(); }
+DSMT_EXPORT void dsmemtrace_resume(void) { dsmt_resume(); }

@@ -71,4 +71,8 @@ __attribute__((constructor)) static void dsmt_ctor(void)
 	 * is early enough.  A foreign value (nsys) is left alone. */
 	if (dsmt_cfg.self_path[0] && !dsmt_cfg.disabled)
 		setenv("NVTX_INJECTION64_PATH", dsmt_cfg.self_path, 0);
+	/* only when asked for: the default action of a toggle signal would
+	 * otherwise kill a program that receives it before its first allocation */
+	if (dsmt_cfg.toggle_signal && !dsmt_cfg.disabled)
+		dsmt_toggle_signal_install();
 }

@@ -29,6 +29,7 @@ DSMT_EXPORT void dsmt_report_oom(int64_t alloc_size, size_t total_allocated, siz
 void dsmt_report_usage(void *ptr, int64_t size, size_t total_allocated, size_t total_reserved, struct c10_device dev)
 {
 	if (dev.type == 1 && size != 0) {
+		dsmt_note_totals(dev.index, total_allocated, total_reserved);
 		uint64_t tot[2] = {total_allocated, total_reserved};
 		uint64_t n = size > 0 ? (uint64_t)size : (uint64_t)-size;
 		DSMT_RECORD(dsmt_ev_mem(size > 0 ? DSMT_REC_ALLOC : DSMT_REC_FREE, DSMT_API_TORCH, dev.index,

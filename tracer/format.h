@@ -71,7 +71,9 @@ enum dsmt_rec {
 	DSMT_REC_MODULE = 0x04, /* base (load bias), lo, hi (absolute address range of
 	                         * its PT_LOAD segments), str path, str build_id (raw bytes) */
 	DSMT_REC_THREAD = 0x05, /* tid, str name (may be empty) — switches the current thread */
-	DSMT_REC_FLUSH = 0x06,  /* ts (absolute, ts units), next_seq (seq high-water at flush) */
+	DSMT_REC_FLUSH = 0x06,  /* ts (absolute, ts units), next_seq: the writer started
+	                         * draining at ts; every event committed before ts is in
+	                         * this frame or an earlier one (next_seq = seqs claimed then) */
 
 	/* events: belong to the current thread; dseq and dts come last */
 	DSMT_REC_ALLOC = 0x10, /* api dev1 sdptr size stream stack sdsite stot_alloc stot_reserved dseq dts */
@@ -83,6 +85,11 @@ enum dsmt_rec {
 	DSMT_REC_NVTX_END = 0x23,   /* range_id dseq dts */
 	DSMT_REC_NVTX_MARK = 0x24,  /* domain name dseq dts */
 	DSMT_REC_LOST = 0x30,       /* count dseq dts — events this thread could not record */
+	/* tracing paused / resumed (dsmemtrace_pause/resume, DSMEMTRACE_TOGGLE_SIGNAL):
+	 * one record per device whose allocator totals are known (dev1 0 when none);
+	 * totals as last reported by the allocator.  While paused nothing is recorded. */
+	DSMT_REC_PAUSE = 0x40,  /* dev1 tot_alloc tot_reserved dseq dts */
+	DSMT_REC_RESUME = 0x41, /* dev1 tot_alloc tot_reserved dseq dts */
 };
 
 /* history kept by writer and reader (META zstd_prefix_bytes) */

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +104,31 @@ void dsmt_config_init(void)
 	dsmt_cfg.ring_bytes = cap;
 	dsmt_cfg.max_buffer_bytes = (uint64_t)env_long("DSMEMTRACE_MAX_BUFFER_MB", 1024, 1, 1 << 20) << 20;
 	dsmt_cfg.disabled = (int)env_long("DSMEMTRACE_DISABLE", 0, 0, 1);
+	const char *ts = secure_getenv("DSMEMTRACE_TOGGLE_SIGNAL");
+	if (ts && *ts) {
+		int sig = 0;
+		const char *n = strncmp(ts, "SIG", 3) == 0 ? ts + 3 : ts;
+		if (!strcmp(n, "USR1"))
+			sig = SIGUSR1;
+		else if (!strcmp(n, "USR2"))
+			sig = SIGUSR2;
+		else if (!strcmp(n, "HUP"))
+			sig = SIGHUP;
+		else if (!strcmp(n, "WINCH"))
+			sig = SIGWINCH;
+		else if (!strncmp(n, "RTMIN+", 6))
+			sig = SIGRTMIN + atoi(n + 6);
+		else {
+			char *end;
+			long v = strtol(n, &end, 10);
+			sig = (*end || v < 1 || v >= NSIG) ? 0 : (int)v;
+		}
+		if (!sig || sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGTERM || sig == SIGINT ||
+		    sig == SIGABRT)
+			dsmt_warn("ignoring DSMEMTRACE_TOGGLE_SIGNAL=%s (use USR1, USR2, HUP, WINCH, RTMIN+n or a number)", ts);
+		else
+			dsmt_cfg.toggle_signal = sig;
+	}
 	if (dsmt_cfg.selftime)
 		atexit(selftime_report);
 }
@@ -224,6 +250,11 @@ static void *ring_reserve(struct dsmt_ring *r, uint32_t kind, uint32_t len, uint
 	void *p = seg_reserve(r->prod, kind, len, newhead);
 	if (__builtin_expect(p != NULL, 1))
 		return p;
+	/* Before the first allocation event nobody drains: what waits (NVTX
+	 * events of a process that may never allocate) stays within the first
+	 * segment, and the rest is counted as lost. */
+	if (!dsmt_writer_started())
+		return NULL;
 	struct dsmt_seg *g = seg_new(r->prod->cap * 2);
 	if (!g)
 		return NULL;
@@ -321,7 +352,17 @@ static uint32_t stack_id(struct dsmt_ring *r)
 	return id;
 }
 
-static void start_once_fn(void) { dsmt_writer_start(); }
+static _Atomic int paused_before_start;
+static void emit_pause_records(uint8_t rec);
+
+static void start_once_fn(void)
+{
+	dsmt_writer_start();
+	/* allocations made while paused before the first recorded one are not in
+	 * the trace: a RESUME tells the decoder to take the allocator's totals */
+	if (atomic_load(&paused_before_start))
+		emit_pause_records(DSMT_REC_RESUME);
+}
 
 /* Reserves an event slot, writing a LOST record first if events were dropped.
  * Sequence number and time are taken last, as close to the operation as
@@ -363,10 +404,14 @@ static void ev_end(struct dsmt_ring *r, struct dsmt_ev *e, uint64_t nh, uint64_t
 	}
 }
 
+_Atomic int dsmt_paused;
+
+#define OFF() (dsmt_cfg.disabled || atomic_load_explicit(&dsmt_paused, memory_order_relaxed))
+
 void dsmt_ev_mem(uint8_t rec, uint8_t api, int dev, uint64_t ptr, uint64_t size, uint64_t stream,
 		 const void *site, const uint64_t *tot)
 {
-	if (dsmt_cfg.disabled)
+	if (OFF())
 		return;
 	uint64_t t0 = dsmt_cfg.selftime ? dsmt_now_ns() : 0;
 	pthread_once(&start_once, start_once_fn);
@@ -403,7 +448,7 @@ void dsmt_ev_oom(int dev, uint64_t size, uint64_t tot_alloc, uint64_t tot_reserv
 
 void dsmt_ev_nvtx(uint8_t rec, uint32_t domain, uint32_t name, uint64_t range_id)
 {
-	if (dsmt_cfg.disabled)
+	if (OFF())
 		return;
 	/* NVTX events do not start the writer: a process that never allocates
 	 * creates no file.  They wait in the ring until the first allocation. */
@@ -421,4 +466,109 @@ void dsmt_ev_nvtx(uint8_t rec, uint32_t domain, uint32_t name, uint64_t range_id
 	e->b = name;
 	e->c = range_id;
 	ev_end(r, e, nh, t0);
+}
+
+/* ---- pause / resume ---- */
+
+#define MAX_DEVS 64
+static _Atomic uint64_t last_tot[MAX_DEVS][2];
+static _Atomic uint64_t tot_known; /* bit per device */
+static pthread_mutex_t pause_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int toggle_pending;
+
+void dsmt_note_totals(int dev, uint64_t a, uint64_t b)
+{
+	if (dev < 0 || dev >= MAX_DEVS)
+		return;
+	atomic_store_explicit(&last_tot[dev][0], a, memory_order_relaxed);
+	atomic_store_explicit(&last_tot[dev][1], b, memory_order_relaxed);
+	if (!(atomic_load_explicit(&tot_known, memory_order_relaxed) & (1ull << dev)))
+		atomic_fetch_or(&tot_known, 1ull << dev);
+}
+
+/* PAUSE/RESUME records, one per device with known totals (dev1 0 if none). */
+static void emit_pause_records(uint8_t rec)
+{
+	struct dsmt_ring *r = ring_get();
+	if (!r)
+		return;
+	uint64_t known = atomic_load(&tot_known);
+	for (int d = -1; d < MAX_DEVS; d++) {
+		if (d < 0 ? known != 0 : !(known & (1ull << d)))
+			continue;
+		uint64_t nh;
+		struct dsmt_ev *e = ev_begin(r, &nh);
+		if (!e)
+			return;
+		memset(e, 0, sizeof *e);
+		e->rec = rec;
+		e->dev = (int16_t)d;
+		if (d >= 0) {
+			e->a = atomic_load_explicit(&last_tot[d][0], memory_order_relaxed);
+			e->b = atomic_load_explicit(&last_tot[d][1], memory_order_relaxed);
+		}
+		ev_end(r, e, nh, 0);
+	}
+}
+
+void dsmt_pause(void)
+{
+	if (dsmt_cfg.disabled)
+		return;
+	int saved = dsmt_in_hook;
+	dsmt_in_hook = 1;
+	pthread_mutex_lock(&pause_mu);
+	if (!atomic_load(&dsmt_paused)) {
+		if (dsmt_writer_started())
+			emit_pause_records(DSMT_REC_PAUSE);
+		else
+			atomic_store(&paused_before_start, 1);
+		atomic_store(&dsmt_paused, 1);
+	}
+	pthread_mutex_unlock(&pause_mu);
+	dsmt_in_hook = saved;
+}
+
+void dsmt_resume(void)
+{
+	if (dsmt_cfg.disabled)
+		return;
+	int saved = dsmt_in_hook;
+	dsmt_in_hook = 1;
+	pthread_mutex_lock(&pause_mu);
+	if (atomic_load(&dsmt_paused)) {
+		atomic_store(&dsmt_paused, 0);
+		/* before the writer started nothing was recorded, so there is
+		 * nothing to resynchronise: the trace simply starts later */
+		if (dsmt_writer_started())
+			emit_pause_records(DSMT_REC_RESUME);
+	}
+	pthread_mutex_unlock(&pause_mu);
+	dsmt_in_hook = saved;
+}
+
+/* Signal context: no locks.  The writer performs the toggle when it runs;
+ * before it exists, the flag is flipped here (nothing to record yet). */
+void dsmt_toggle_request(void)
+{
+	if (dsmt_writer_started()) {
+		atomic_fetch_add(&toggle_pending, 1);
+		dsmt_writer_wake();
+	} else {
+		atomic_store(&paused_before_start, 1);
+		atomic_fetch_xor(&dsmt_paused, 1);
+	}
+}
+
+/* Called by the writer thread at each wake-up. */
+DSMT_HIDDEN void dsmt_toggle_apply(void);
+void dsmt_toggle_apply(void)
+{
+	int n = atomic_exchange(&toggle_pending, 0);
+	for (; n > 0; n--) {
+		if (atomic_load(&dsmt_paused))
+			dsmt_resume();
+		else
+			dsmt_pause();
+	}
 }

@@ -30,6 +30,7 @@ struct dsmt_config {
 	size_t ring_bytes;    /* DSMEMTRACE_BUFFER_KB * 1024: first segment per thread */
 	uint64_t max_buffer_bytes; /* DSMEMTRACE_MAX_BUFFER_MB: all segments together */
 	int disabled;         /* DSMEMTRACE_DISABLE=1, or a fatal condition */
+	int toggle_signal;    /* DSMEMTRACE_TOGGLE_SIGNAL, 0 = none */
 	char self_path[4096]; /* absolute path of this library */
 	uint64_t start_mono_ns, start_real_ns;
 };
@@ -51,6 +52,15 @@ DSMT_HIDDEN void dsmt_ev_oom(int dev, uint64_t size, uint64_t tot_alloc, uint64_
 /* NVTX: rec is DSMT_REC_NVTX_*; domain/name are string ids (0 = none). */
 DSMT_HIDDEN void dsmt_ev_nvtx(uint8_t rec, uint32_t domain, uint32_t name, uint64_t range_id);
 
+/* Pause/resume (process-wide).  While paused, hooks only forward. */
+DSMT_HIDDEN extern _Atomic int dsmt_paused;
+DSMT_HIDDEN void dsmt_pause(void);
+DSMT_HIDDEN void dsmt_resume(void);
+/* Latest allocator totals per device, kept even while paused. */
+DSMT_HIDDEN void dsmt_note_totals(int dev, uint64_t tot_alloc, uint64_t tot_reserved);
+/* Async-signal-safe: asks for a pause/resume toggle (DSMEMTRACE_TOGGLE_SIGNAL). */
+DSMT_HIDDEN void dsmt_toggle_request(void);
+
 /* Interns a string for the calling thread; returns its id (>0), 0 on failure. */
 DSMT_HIDDEN uint32_t dsmt_intern(const char *s, size_t n);
 
@@ -63,5 +73,14 @@ DSMT_HIDDEN int dsmt_backtrace(void **ips, int max);
 DSMT_HIDDEN void dsmt_writer_start(void);
 DSMT_HIDDEN void dsmt_writer_wake(void);
 DSMT_HIDDEN void dsmt_writer_stop(void);
+DSMT_HIDDEN int dsmt_writer_started(void);
+/* Async-signal-safe: asks the writer to write out everything recorded so far
+ * and waits for it at most timeout_ms; 0 when done. */
+DSMT_HIDDEN int dsmt_writer_flush_sync(int timeout_ms);
+DSMT_HIDDEN int dsmt_is_writer_thread(void);
+
+/* signals.c: flush on fatal signals, chained to the previous handlers */
+DSMT_HIDDEN void dsmt_signals_install(void);
+DSMT_HIDDEN void dsmt_toggle_signal_install(void);
 
 #endif

@@ -25,7 +25,11 @@
 #define FRAME_RAW_MAX (4u << 20) /* end a frame after this many raw bytes */
 
 static pthread_t writer_tid;
-static int writer_running;
+static _Atomic int writer_running;
+static _Atomic int writer_started_flag;
+static int ack_pipe[2] = {-1, -1};
+static _Atomic uint64_t flush_req, flush_done;
+static uint64_t cycle_start_ns, cycle_seq;
 static int wake_fd = -1;
 static _Atomic int stop_flag;
 static int out_fd = -1;
@@ -92,7 +96,7 @@ static struct tstate tstates[TSTATES];
 static uint32_t frame_gen = 1;
 static struct tstate *cur_thread;
 
-static void end_frame(void);
+static void end_frame(int final);
 
 /* Switches the decoder's current thread (a THREAD record every time), and
  * names the thread the first time it appears in a frame. */
@@ -114,7 +118,7 @@ static void select_thread(uint32_t tid)
 		}
 	}
 	if (!t) { /* more threads than slots in one frame: start a new frame */
-		end_frame();
+		end_frame(0);
 		frame_gen++;
 		t = &tstates[(tid * 2654435761u) & mask];
 		*t = (struct tstate){.tid = tid, .gen = frame_gen};
@@ -440,15 +444,19 @@ static void hist_append(const uint8_t *p, size_t n)
 	hist_len += n;
 }
 
-static void end_frame(void)
+/* Ends the current frame.  The last frame of a drain cycle carries a FLUSH
+ * record with the cycle's start: everything committed before it is written. */
+static void end_frame(int final)
 {
 	if (out_fd < 0 || raw_len == 0)
 		return;
-	struct dsmt_recbuf rb;
-	dsmt_rb_reset(&rb);
-	dsmt_rb_u(&rb, to_units(dsmt_now_ns()));
-	dsmt_rb_u(&rb, atomic_load(&dsmt_seq));
-	emit(DSMT_REC_FLUSH, &rb);
+	if (final) {
+		struct dsmt_recbuf rb;
+		dsmt_rb_reset(&rb);
+		dsmt_rb_u(&rb, to_units(cycle_start_ns));
+		dsmt_rb_u(&rb, cycle_seq);
+		emit(DSMT_REC_FLUSH, &rb);
+	}
 	size_t bound = ZSTD_compressBound(raw_len);
 	if (bound > zbuf_cap) {
 		uint8_t *z = realloc(zbuf, bound);
@@ -479,6 +487,8 @@ static void end_frame(void)
 
 static void drain_all(void)
 {
+	cycle_start_ns = dsmt_now_ns();
+	cycle_seq = atomic_load(&dsmt_seq);
 	update_modules();
 	int again;
 	do {
@@ -486,12 +496,12 @@ static void drain_all(void)
 		for (struct dsmt_ring *r = atomic_load(&dsmt_rings); r; r = r->next) {
 			drain_ring(r);
 			if (raw_len >= FRAME_RAW_MAX) {
-				end_frame();
+				end_frame(0);
 				again = 1;
 			}
 		}
 	} while (again && out_fd >= 0);
-	end_frame();
+	end_frame(1);
 }
 
 /* ---- header ---- */
@@ -625,6 +635,47 @@ static void versions(void)
 	}
 }
 
+/* Start time of a process in clock ticks since boot (/proc/PID/stat field 22). */
+static unsigned long long proc_start(int pid)
+{
+	char p[64], buf[1024];
+	size_t n;
+	snprintf(p, sizeof p, "/proc/%d/stat", pid);
+	read_file(p, buf, sizeof buf - 1, &n);
+	buf[n] = 0;
+	char *c = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
+	if (!c)
+		return 0;
+	int field = 2;
+	for (char *q = c + 1; *q; q++)
+		if (*q == ' ' && ++field == 22)
+			return strtoull(q + 1, NULL, 10);
+	return 0;
+}
+
+/* Files of one run share a run id: DSMEMTRACE_RUN_ID, else TORCHELASTIC_RUN_ID,
+ * else SLURM's job and step, else — for ranks started by a launcher (RANK or
+ * WORLD_SIZE set) — host, launcher (parent) pid and its start time, else host,
+ * own pid and own start time. */
+static void run_id(char *out, size_t cap, const char *host)
+{
+	const char *v = getenv("DSMEMTRACE_RUN_ID");
+	if (!v || !*v)
+		v = getenv("TORCHELASTIC_RUN_ID");
+	if (v && *v) {
+		snprintf(out, cap, "%s", v);
+		return;
+	}
+	const char *job = getenv("SLURM_JOB_ID");
+	if (job && *job) {
+		const char *step = getenv("SLURM_STEP_ID");
+		snprintf(out, cap, "slurm-%s.%s", job, step && *step ? step : "0");
+		return;
+	}
+	int pid = env_first(RANK_VARS) || env_first(WORLD_VARS) ? (int)getppid() : (int)getpid();
+	snprintf(out, cap, "%s-%d-%llu", host, pid, proc_start(pid));
+}
+
 static int write_header(void)
 {
 	char host[256] = "unknown", buf[65536];
@@ -652,6 +703,9 @@ static int write_header(void)
 	meta_s("tracer_version", DSMT_VERSION);
 	meta_u("native_depth", (unsigned)dsmt_cfg.native_depth);
 	meta_u("zstd_prefix_bytes", DSMT_PREFIX_BYTES);
+	char rid[512];
+	run_id(rid, sizeof rid, host);
+	meta_s("run_id", rid);
 
 	uint8_t hdr[8 + DSMT_MAGIC_LEN + 4];
 	uint32_t magic = DSMT_SKIPPABLE_MAGIC, size = (uint32_t)(DSMT_MAGIC_LEN + 4 + raw_len);
@@ -668,6 +722,19 @@ static int write_header(void)
 
 /* ---- the thread ---- */
 
+DSMT_HIDDEN void dsmt_toggle_apply(void);
+
+static void ack_flush(uint64_t req)
+{
+	if (req <= atomic_load(&flush_done))
+		return;
+	atomic_store(&flush_done, req);
+	if (ack_pipe[1] >= 0) {
+		ssize_t r = write(ack_pipe[1], "", 1);
+		(void)r;
+	}
+}
+
 static void *writer_main(void *arg)
 {
 	(void)arg;
@@ -680,6 +747,7 @@ static void *writer_main(void *arg)
 	out_fd = open_trace(path, sizeof path);
 	if (out_fd < 0) {
 		fail("cannot create the trace file in DSMEMTRACE_DIR");
+		ack_flush(~0ull >> 1);
 		return NULL;
 	}
 	cctx = ZSTD_createCCtx();
@@ -701,22 +769,60 @@ static void *writer_main(void *arg)
 		if (pfd.revents & POLLIN)
 			while (read(wake_fd, &junk, sizeof junk) < 0 && errno == EINTR)
 				;
+		dsmt_toggle_apply();
+		uint64_t req = atomic_load(&flush_req); /* asked before this drain */
 		drain_all();
+		ack_flush(req);
 	}
 	if (out_fd >= 0) {
+		uint64_t req = atomic_load(&flush_req);
 		drain_all();
+		ack_flush(req);
 		close(out_fd);
 		out_fd = -1;
 	}
+	ack_flush(~0ull >> 1); /* nobody waits for a writer that is gone */
 	return NULL;
 }
 
 static void atfork_child(void)
 {
 	/* The writer thread does not exist in a forked child: the child stays
-	 * silent rather than write into the parent's file (docs/README). */
+	 * silent rather than write into the parent's file (README). */
 	dsmt_cfg.disabled = 1;
-	writer_running = 0;
+	atomic_store(&writer_running, 0);
+}
+
+int dsmt_writer_started(void) { return atomic_load_explicit(&writer_started_flag, memory_order_acquire); }
+
+int dsmt_is_writer_thread(void)
+{
+	return atomic_load(&writer_running) && pthread_equal(pthread_self(), writer_tid);
+}
+
+/* Async-signal-safe (atomics, write, poll, read). */
+int dsmt_writer_flush_sync(int timeout_ms)
+{
+	if (!atomic_load(&writer_running) || dsmt_is_writer_thread())
+		return -1;
+	uint64_t want = atomic_fetch_add(&flush_req, 1) + 1;
+	dsmt_writer_wake();
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		if (atomic_load(&flush_done) >= want)
+			return 0;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		long left = timeout_ms - ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
+		if (left <= 0)
+			return -1;
+		struct pollfd p = {.fd = ack_pipe[0], .events = POLLIN};
+		if (poll(&p, 1, (int)(left < 20 ? left : 20)) > 0) {
+			char b[64];
+			ssize_t r = read(ack_pipe[0], b, sizeof b);
+			(void)r;
+		}
+	}
 }
 
 void dsmt_writer_wake(void)
@@ -730,9 +836,9 @@ void dsmt_writer_wake(void)
 
 void dsmt_writer_stop(void)
 {
-	if (!writer_running)
+	if (!atomic_load(&writer_running))
 		return;
-	writer_running = 0;
+	atomic_store(&writer_running, 0);
 	atomic_store(&stop_flag, 1);
 	dsmt_writer_wake();
 	struct timespec dl;
@@ -745,6 +851,8 @@ void dsmt_writer_stop(void)
 void dsmt_writer_start(void)
 {
 	wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (pipe2(ack_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+		ack_pipe[0] = ack_pipe[1] = -1;
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -755,7 +863,9 @@ void dsmt_writer_start(void)
 		dsmt_cfg.disabled = 1;
 		return;
 	}
-	writer_running = 1;
+	atomic_store(&writer_running, 1);
+	atomic_store_explicit(&writer_started_flag, 1, memory_order_release);
 	pthread_atfork(NULL, NULL, atfork_child);
 	atexit(dsmt_writer_stop);
+	dsmt_signals_install();
 }
