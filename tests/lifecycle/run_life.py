@@ -426,6 +426,9 @@ def sc_fork(ctx):
         fail("%s: the second child did not die by SIGTERM: %r" % (ref.label, ref.out))
     if not ctx.same(ref, r):
         return
+    ms = [int(l[2]) for l in r.loglines if l[0] == "T"]
+    if not ms or ms[0] > 700:
+        fail("fork: the child killed by SIGTERM took %s ms to die (waiting for a writer it does not have?)" % ms)
     kids = [int(l[2]) for l in r.loglines if l[0] == "D"]
     if len(kids) != 2:
         fail("fork: expected two child pids in the log, got %s" % kids)

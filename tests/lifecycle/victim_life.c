@@ -438,6 +438,7 @@ int main(int argc, char **argv)
 			exit(0); /* atexit handlers run in the child too */
 		}
 		child_status(c, "child 1");
+		uint64_t t0 = mono_ns();
 		c = fork();
 		if (c == 0) {
 			child_tag = 1;
@@ -447,6 +448,8 @@ int main(int argc, char **argv)
 			_exit(5);
 		}
 		child_status(c, "child 2");
+		/* a child must not wait for the parent's writer thread on its way out */
+		logline("T child-term-ms %llu\n", (unsigned long long)((mono_ns() - t0) / 1000000));
 		work(nops, B1);
 		return 0;
 	} else if (!strcmp(mode, "spawn")) {
