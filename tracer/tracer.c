@@ -325,14 +325,10 @@ uint32_t dsmt_intern(const char *s, size_t n)
 /* Captures the native stack above the hook and returns its interned id. */
 static uint32_t stack_id(struct dsmt_ring *r)
 {
-	void *ips[DSMT_MAX_DEPTH + 3];
-	/* skip: dsmt_backtrace's own frame, stack_id, the dsmt_ev_* function, the hook */
-	enum { SKIP = 3 };
-	int n = dsmt_backtrace(ips, dsmt_cfg.native_depth + SKIP);
-	if (n <= SKIP)
+	void *v[DSMT_MAX_DEPTH];
+	int n = dsmt_backtrace(v, dsmt_cfg.native_depth);
+	if (n <= 0)
 		return 0;
-	void **v = ips + SKIP;
-	n -= SKIP;
 	uint64_t h = hash_bytes(v, (size_t)n * sizeof *v);
 	unsigned slot = (unsigned)(h & 1023);
 	if (r->stk_hash[slot] == h)

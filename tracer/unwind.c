@@ -5,11 +5,30 @@
  * the process (MECHANICS.md 5.2), so it is never linked.  Without it, native
  * stacks are off and each event keeps only its call site. */
 #include <dlfcn.h>
+#include <link.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tracer.h"
 
 static int (*p_backtrace)(void **, int);
+/* our own text: leading frames inside it are not part of the caller's stack */
+static uintptr_t self_lo, self_hi;
+
+static int self_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	if (info->dlpi_addr != (uintptr_t)arg)
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+			self_lo = info->dlpi_addr + ph->p_vaddr;
+			self_hi = self_lo + ph->p_memsz;
+		}
+	}
+	return 1;
+}
 
 int dsmt_unwind_init(void)
 {
@@ -28,10 +47,28 @@ int dsmt_unwind_init(void)
 		dsmt_warn("libunwind.so.8 has no unw_backtrace; native stacks off");
 		return -1;
 	}
+	Dl_info di;
+	if (dladdr((void *)dsmt_backtrace, &di) && di.dli_fbase)
+		dl_iterate_phdr(self_cb, di.dli_fbase);
 	return 0;
 }
 
+/* Frames above our own code, innermost first (ips[0] is the hooked
+ * function's caller).  Our frames (this function, the recorder, the hook:
+ * 3 to 5 of them) are unwound and dropped. */
 __attribute__((noinline)) int dsmt_backtrace(void **ips, int max)
 {
-	return p_backtrace ? p_backtrace(ips, max) : 0;
+	enum { OWN_MAX = 6 };
+	void *buf[DSMT_MAX_DEPTH + OWN_MAX];
+	if (!p_backtrace || max <= 0)
+		return 0;
+	if (max > DSMT_MAX_DEPTH)
+		max = DSMT_MAX_DEPTH;
+	int n = p_backtrace(buf, max + OWN_MAX), k = 0;
+	while (k < n && k < OWN_MAX && (uintptr_t)buf[k] >= self_lo && (uintptr_t)buf[k] < self_hi)
+		k++;
+	int m = n - k < max ? n - k : max;
+	for (int i = 0; i < m; i++)
+		ips[i] = buf[k + i];
+	return m;
 }
