@@ -12,6 +12,13 @@ Traces are checked record by record: the torch ALLOC/FREE events in seq order
 must be the log's A/F lines (op, pointer, size), the seqs dense from 0, no
 LOST record, and the last FLUSH must cover every event (next_seq).
 
+sigkill: --trials runs of `victim_life loop` killed by SIGKILL after 5..300 ms
+(DSMEMTRACE_FLUSH_MS 20 or 50): each file decodes, and every event logged
+before the time of the last FLUSH record is in it, in order; the gap between
+the last FLUSH and the kill is printed.  Then --early runs killed right after
+their first allocation: no file, or one that decodes.  LIFE_SEED=N repeats
+a run's delays.
+
 Scenarios: exit sigterm sigint sigsegv sigabrt own-handler ignored fork spawn
 exec sigkill runid pause toggle nofile-signal.
 
@@ -563,6 +570,29 @@ def sc_sigkill(ctx):
     if trials >= 10 and len(gaps) < trials // 2:
         fail("only %d of %d trials produced a flushed trace" % (len(gaps), trials))
 
+    # killed at once after the first allocation (the writer thread is just
+    # starting): no file, or a file that decodes
+    counts = {"no file": 0, "decodes": 0, "does not decode": 0}
+    for i in range(ctx.a.early):
+        r = ctx.run("sigkill-early-%d" % i, ["self-signal", "KILL", "--n", "1"], True)
+        if r.status != ref.status:
+            fail("%s: %s" % (r.label, describe(r.status)))
+        files = ctx.files(r)
+        if not files:
+            counts["no file"] += 1
+            continue
+        path = os.path.join(r.tdir, files[0])
+        t = ctx.decode(path, r.label)
+        if t.rc == 0:
+            counts["decodes"] += 1
+            continue
+        counts["does not decode"] += 1
+        if counts["does not decode"] == 1:
+            fail("%s: killed right after its first allocation, it left %s (%d bytes) that `%s` rejects "
+                 "(exit %d: %s)\n  command: %s"
+                 % (r.label, files[0], os.path.getsize(path), t.cmd, t.rc, t.err.strip(), ctx.cmdline(r)))
+    note("SIGKILL right after the first allocation, %d runs: %s" % (ctx.a.early, counts))
+
 
 def launcher(ctx, d, tag, env, traced):
     """sh -c starting two ranks in the background and waiting for both."""
@@ -767,6 +797,7 @@ def main():
     ap.add_argument("--preload")
     ap.add_argument("--decoder")
     ap.add_argument("--trials", type=int, default=int(os.environ.get("LIFE_TRIALS", "24")))
+    ap.add_argument("--early", type=int, default=10, help="sigkill: runs killed right after the first allocation")
     ap.add_argument("--seed", type=int, default=int(os.environ.get("LIFE_SEED", str(int(time.time())))))
     ap.add_argument("--keep", help="keep the run directories here")
     a = ap.parse_args()
