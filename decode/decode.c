@@ -57,10 +57,11 @@ struct domstack {
 struct thread {
 	uint64_t tid;
 	uint64_t gen; /* frame generation of the delta state */
-	uint64_t seq, ts, ptr;
+	uint64_t seq, ts, ptr, site, tot_alloc, tot_res;
 	char *name;
 	struct domstack *ds;
 	uint32_t nds;
+	uint32_t idx; /* in ctx.thr */
 };
 
 struct dev {
@@ -141,6 +142,7 @@ struct ctx {
 	char stopmsg[320];
 	int nomem;
 	int collect_defs; /* this pass records META/STRING/MODULE */
+	int ignore_totals; /* o->ignore_totals */
 
 	/* replay state: everything from `ro` to the end is reset by replay_reset */
 	struct dsmt_reorder ro;
@@ -158,6 +160,7 @@ struct ctx {
 	struct dsmt_hmap unres_sites, unres_names;
 	int unres_overflow;
 	uint64_t events, ooms, lost, last_ts;
+	uint64_t pauses, pause_seq, pause_seq_end;
 	uint64_t unk_free, unk_free_seq, unk_free_ptr, dbl_alloc, dbl_alloc_seq;
 	uint64_t rt_unk_free, rt_unk_seq, rt_unk_ptr;
 	uint64_t nodev, nodev_seq, pop_empty, nvtx_overflow;
@@ -372,7 +375,7 @@ static void put_dev(FILE *f, uint64_t dev1)
 
 /* ---- replay --------------------------------------------------------- */
 
-static struct dev *getdev(struct ctx *c, unsigned dev1, uint64_t seq)
+static struct dev *getdev_slow(struct ctx *c, unsigned dev1, uint64_t seq)
 {
 	if (dev1 == 0 || dev1 > DEV1_MAX) {
 		if (!c->nodev++)
@@ -391,6 +394,15 @@ static struct dev *getdev(struct ctx *c, unsigned dev1, uint64_t seq)
 			c->maxdev1 = dev1;
 	}
 	return d;
+}
+
+/* The device of an allocator event (NULL: none, counted) */
+static inline struct dev *getdev(struct ctx *c, unsigned dev1, uint64_t seq)
+{
+	struct dev *d = c->dev[dev1]; /* dev1 <= 255 */
+	if (__builtin_expect(d != NULL && dev1 != 0 && dev1 <= DEV1_MAX, 1))
+		return d;
+	return getdev_slow(c, dev1, seq);
 }
 
 static void close_segment(struct ctx *c, uint64_t seq, uint64_t ts)
@@ -464,9 +476,9 @@ static struct domstack *domstack(struct ctx *c, struct thread *t, uint64_t domai
 	return &nd[t->nds++];
 }
 
-static void check_tot(struct ctx *c, uint64_t seq, const struct dsmt_event *e, const struct dev *d)
+static inline void check_tot(struct ctx *c, uint64_t seq, const struct dsmt_event *e, const struct dev *d)
 {
-	if (c->o->ignore_totals || !(e->flags & DSMT_EVF_TOT))
+	if (c->ignore_totals || !(e->flags & DSMT_EVF_TOT))
 		return;
 	c->tot_checked++;
 	if (e->tot != d->alloc) {
@@ -478,9 +490,9 @@ static void check_tot(struct ctx *c, uint64_t seq, const struct dsmt_event *e, c
 	}
 }
 
-static void emit(void *vc, uint64_t seq, const struct dsmt_event *e)
+/* Replay one event, in seq order. */
+static inline __attribute__((always_inline)) void replay(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
 {
-	struct ctx *c = vc;
 	c->events++;
 	if (e->ts > c->last_ts)
 		c->last_ts = e->ts;
@@ -570,6 +582,13 @@ static void emit(void *vc, uint64_t seq, const struct dsmt_event *e)
 		break;
 	case DSMT_REC_LOST:
 		c->lost += e->size;
+		break;
+	case DSMT_REC_PAUSE: /* one per device: count the first */
+		if (c->pause_seq_end != seq) {
+			if (!c->pauses++)
+				c->pause_seq = seq;
+		}
+		c->pause_seq_end = seq + 1;
 		break;
 	case DSMT_REC_NVTX_PUSH: {
 		struct domstack *s = domstack(c, &c->thr.v[e->tidx], e->ptr);
@@ -691,22 +710,35 @@ static const char *rec_name(unsigned t)
 	case DSMT_REC_NVTX_END: return "NVTX_END";
 	case DSMT_REC_NVTX_MARK: return "NVTX_MARK";
 	case DSMT_REC_LOST: return "LOST";
+	case DSMT_REC_PAUSE: return "PAUSE";
+	case DSMT_REC_RESUME: return "RESUME";
 	default: return NULL;
 	}
 }
 
+/* The reorder buffer's callback (the end of the stream) */
+static void emit(void *vc, uint64_t seq, const struct dsmt_event *e) { replay(vc, seq, e); }
+
+/* ---- event records ---------------------------------------------------
+ * The one place that knows the fields of event records (format.h): the
+ * type-specific fields in this order, then dseq and dts, always last. */
+
+enum { /* ALLOC, FREE */
+	FA_API, FA_DEV1, FA_SDPTR, FA_SIZE, FA_STREAM, FA_STACK, FA_SDSITE, FA_STOT_ALLOC, FA_STOT_RES, FA_N
+};
+enum { FO_DEV1, FO_SIZE, FO_TOT_ALLOC, FO_TOT_RES, FO_STACK, FO_SDSITE, FO_N }; /* OOM */
+enum { FN_DOMAIN, FN_NAME, FN_N };           /* NVTX_PUSH, NVTX_MARK */
+enum { FP_DOMAIN, FP_N };                    /* NVTX_POP */
+enum { FS_RANGE, FS_DOMAIN, FS_NAME, FS_N }; /* NVTX_START */
+enum { F1_VALUE, F1_N };                     /* NVTX_END: range_id; LOST: count */
+enum { FT_DEV1, FT_TOT_ALLOC, FT_TOT_RES, FT_N }; /* PAUSE, RESUME (totals absolute) */
+#define EV_FIELDS_MAX (FA_N + 2)             /* + dseq, dts */
+_Static_assert(DSMT_FRAME_PAD >= 8 * (EV_FIELDS_MAX + 1), "ev_fields reads past the payload");
+
 static const uint8_t is_event[256] = {
 	[DSMT_REC_ALLOC] = 1, [DSMT_REC_FREE] = 1, [DSMT_REC_OOM] = 1, [DSMT_REC_NVTX_PUSH] = 1,
 	[DSMT_REC_NVTX_POP] = 1, [DSMT_REC_NVTX_START] = 1, [DSMT_REC_NVTX_END] = 1,
-	[DSMT_REC_NVTX_MARK] = 1, [DSMT_REC_LOST] = 1,
-};
-
-/* Fixed fields of each event record (ALLOC/FREE may add tot_alloc and
- * tot_reserved). */
-static const uint8_t ev_nfields[256] = {
-	[DSMT_REC_ALLOC] = 9, [DSMT_REC_FREE] = 9, [DSMT_REC_OOM] = 8, [DSMT_REC_NVTX_PUSH] = 4,
-	[DSMT_REC_NVTX_POP] = 3, [DSMT_REC_NVTX_START] = 5, [DSMT_REC_NVTX_END] = 3,
-	[DSMT_REC_NVTX_MARK] = 4, [DSMT_REC_LOST] = 3,
+	[DSMT_REC_NVTX_MARK] = 1, [DSMT_REC_LOST] = 1, [DSMT_REC_PAUSE] = 1, [DSMT_REC_RESUME] = 1,
 };
 
 static inline uint64_t load64(const uint8_t *p)
@@ -716,59 +748,161 @@ static inline uint64_t load64(const uint8_t *p)
 	return x;
 }
 
-/* Decode an event payload into f[] (missing fields 0).  Returns the number
- * of fields present (up to 11: ALLOC/FREE may carry the two totals).
- *
- * Fast path, for payloads up to 64 bytes whose varints are at most 8 bytes
- * long: one 64-bit mask marks the bytes that end a varint (high bit clear),
- * so finding field i is a bit scan rather than a walk through fields 0..i-1,
- * and each field is decoded from one little-endian load without branches.
- * The frame buffer has DSMT_FRAME_PAD (>= 64) readable bytes past its end.
- * Little-endian hosts only (x86-64, aarch64), like the writer.  Anything
- * else takes the checked path. */
-static inline __attribute__((always_inline)) int ev_fields(const unsigned want, const uint8_t *pl, size_t pn,
-							  uint64_t *f, int *bad)
+/* One varint at *q, unchecked: reads 8 bytes (the caller guarantees they
+ * are readable).  A one-byte varint costs a load and a test; a longer one
+ * (up to 8 bytes) is folded without branches.  Longer than 8 bytes: sets
+ * *slow (the caller decodes the record again, checked). */
+static inline __attribute__((always_inline)) uint64_t get_var8(const uint8_t **q, int *slow)
 {
-	if (pn && pn <= 64) {
-		uint64_t cont = 0;
-		for (unsigned w = 0; w < pn; w += 8) {
-			uint64_t m = (load64(pl + w) & 0x8080808080808080ULL) >> 7;
-			cont |= ((m * 0x0102040810204080ULL) >> 56) << w;
-		}
-		uint64_t lenmask = ~0ULL >> (64 - pn);
-		uint64_t term = ~cont & lenmask;
-		if (!((cont >> (pn - 1)) & 1)) { /* the last byte ends a varint */
-			unsigned start = 0, i = 0;
-			for (; i < want && term; i++) {
-				unsigned e = (unsigned)__builtin_ctzll(term);
-				term &= term - 1;
-				unsigned len = e - start + 1;
-				if (len > 8)
-					goto slow;
-				uint64_t x = load64(pl + start) & (~0ULL >> (64 - 8 * len));
-				x = ((x & 0x7f007f007f007f00ULL) >> 1) | (x & 0x007f007f007f007fULL);
-				x = ((x & 0x3fff00003fff0000ULL) >> 2) | (x & 0x00003fff00003fffULL);
-				x = ((x & 0x0fffffff00000000ULL) >> 4) | (x & 0x000000000fffffffULL);
-				f[i] = x;
-				start = e + 1;
-			}
-			int nf = (int)i;
-			for (; i < want; i++)
-				f[i] = 0;
-			return nf;
-		}
+	uint64_t x = load64(*q);
+	if (__builtin_expect(!(x & 0x80), 1)) {
+		*q += 1;
+		return x & 0x7f;
 	}
-slow:;
+	uint64_t stop = ~x & 0x8080808080808080ULL; /* high bit clear: the last byte */
+	if (__builtin_expect(!stop, 0)) {
+		*slow = 1;
+		return 0;
+	}
+	unsigned bits = (unsigned)__builtin_ctzll(stop) + 1; /* 8 x length */
+	*q += bits / 8;
+	if (__builtin_expect(bits <= 32, 1)) { /* 2 to 4 bytes: 32-bit masks */
+		uint32_t y = (uint32_t)x & (0xffffffffu >> (32 - bits));
+		y = ((y & 0x7f007f00u) >> 1) | (y & 0x007f007fu);
+		return ((y & 0x3fff0000u) >> 2) | (y & 0x00003fffu);
+	}
+	x &= ~0ULL >> (64 - bits);
+	x = ((x & 0x7f007f007f007f00ULL) >> 1) | (x & 0x007f007f007f007fULL);
+	x = ((x & 0x3fff00003fff0000ULL) >> 2) | (x & 0x00003fff00003fffULL);
+	return ((x & 0x0fffffff00000000ULL) >> 4) | (x & 0x000000000fffffffULL);
+}
+
+/* Decode the first `want` varints of an event payload into f[] (fields past
+ * the end of the payload are 0; fields after the known ones are ignored).
+ * Sets *bad on a malformed varint.
+ *
+ * Fast path: the fields are decoded one after the other without end checks
+ * (get_var8), then the end is checked once: when the known fields used
+ * exactly the payload or less of it (a newer minor version's extra fields),
+ * that was it.  A payload that ended early, a malformed or a long varint
+ * decode again on the checked path.  The fast path reads at most 8 bytes
+ * past the 8-byte fields of the record, which DSMT_FRAME_PAD (128) covers.
+ * Little-endian hosts only (x86-64, aarch64), like the writer. */
+static inline __attribute__((always_inline)) void ev_fields(const unsigned want, const uint8_t *pl,
+							   size_t pn, uint64_t *f, int *bad)
+{
+	const uint8_t *q = pl;
+	int slow = 0;
+#pragma GCC unroll 16
+	for (unsigned i = 0; i < want; i++)
+		f[i] = get_var8(&q, &slow);
+	if (__builtin_expect(!slow && q <= pl + pn, 1))
+		return;
 	struct dsmt_cur cu;
 	dsmt_cur_init(&cu, pl, pn);
 	unsigned i = 0;
 	for (; i < want && cu.p < cu.end; i++)
 		f[i] = dsmt_cur_u(&cu);
-	int nf = (int)i;
 	for (; i < want; i++)
 		f[i] = 0;
 	*bad = cu.bad;
-	return nf;
+}
+
+static inline uint8_t clamp8(uint64_t v) { return v > 255 ? 255 : (uint8_t)v; }
+
+/* Fields of an event that only --dump prints. */
+struct evx {
+	uint64_t stream, stack, tot_res;
+};
+
+/* Decode event record `type` (payload pl, pn) of thread t: apply and update
+ * t's delta state, fill *e (all but tidx and type) and, when x is not NULL,
+ * *x.  Returns the event's seq; sets *bad on a malformed varint. */
+static inline __attribute__((always_inline)) uint64_t ev_decode(struct thread *t, unsigned type,
+								 const uint8_t *pl, size_t pn,
+								 struct dsmt_event *e, struct evx *x, int *bad)
+{
+	uint64_t f[EV_FIELDS_MAX];
+	unsigned n; /* type-specific fields: dseq is f[n], dts f[n + 1] */
+	e->api = 0;
+	e->flags = 0;
+	e->dev1 = 0;
+	e->ptr = e->size = e->x = e->tot = 0;
+	switch (type) {
+	case DSMT_REC_ALLOC:
+	case DSMT_REC_FREE: {
+		n = FA_N;
+		ev_fields(FA_N + 2, pl, pn, f, bad);
+		e->api = clamp8(f[FA_API]);
+		e->dev1 = clamp8(f[FA_DEV1]);
+		e->ptr = t->ptr += (uint64_t)dsmt_dec_unzigzag(f[FA_SDPTR]);
+		e->size = f[FA_SIZE];
+		e->x = t->site += (uint64_t)dsmt_dec_unzigzag(f[FA_SDSITE]);
+		if (f[FA_API] == DSMT_API_TORCH) { /* the allocator's totals, predicted */
+			t->tot_alloc += (type == DSMT_REC_ALLOC ? e->size : -e->size) +
+					(uint64_t)dsmt_dec_unzigzag(f[FA_STOT_ALLOC]);
+			e->tot = t->tot_alloc;
+			e->flags = DSMT_EVF_TOT;
+			if (x) /* only --dump shows it (tot_res is not kept otherwise) */
+				x->tot_res = t->tot_res += (uint64_t)dsmt_dec_unzigzag(f[FA_STOT_RES]);
+		}
+		if (x) {
+			x->stream = f[FA_STREAM];
+			x->stack = f[FA_STACK];
+		}
+		break;
+	}
+	case DSMT_REC_OOM:
+		n = FO_N;
+		ev_fields(FO_N + 2, pl, pn, f, bad);
+		e->dev1 = clamp8(f[FO_DEV1]);
+		e->size = f[FO_SIZE];
+		e->tot = f[FO_TOT_ALLOC];
+		e->x = t->site += (uint64_t)dsmt_dec_unzigzag(f[FO_SDSITE]);
+		if (x) {
+			x->stream = 0;
+			x->stack = f[FO_STACK];
+			x->tot_res = f[FO_TOT_RES];
+		}
+		break;
+	case DSMT_REC_NVTX_PUSH:
+	case DSMT_REC_NVTX_MARK:
+		n = FN_N;
+		ev_fields(FN_N + 2, pl, pn, f, bad);
+		e->ptr = f[FN_DOMAIN];
+		e->x = f[FN_NAME];
+		break;
+	case DSMT_REC_NVTX_POP:
+		n = FP_N;
+		ev_fields(FP_N + 2, pl, pn, f, bad);
+		e->ptr = f[FP_DOMAIN];
+		break;
+	case DSMT_REC_NVTX_START:
+		n = FS_N;
+		ev_fields(FS_N + 2, pl, pn, f, bad);
+		e->size = f[FS_RANGE];
+		e->ptr = f[FS_DOMAIN];
+		e->x = f[FS_NAME];
+		break;
+	case DSMT_REC_PAUSE:
+	case DSMT_REC_RESUME:
+		n = FT_N;
+		ev_fields(FT_N + 2, pl, pn, f, bad);
+		e->dev1 = clamp8(f[FT_DEV1]);
+		e->tot = f[FT_TOT_ALLOC];
+		if (x) {
+			x->stream = x->stack = 0;
+			x->tot_res = f[FT_TOT_RES];
+		}
+		break;
+	default: /* DSMT_REC_NVTX_END, DSMT_REC_LOST */
+		n = F1_N;
+		ev_fields(F1_N + 2, pl, pn, f, bad);
+		e->size = f[F1_VALUE];
+		break;
+	}
+	e->ts = t->ts += f[n + 1];
+	return t->seq += f[n];
 }
 
 /* Walk one record stream (the header's or a frame's).  0 ok, -1 damaged. */
@@ -795,94 +929,52 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 		dsmt_cur_init(&cu, pl, pn);
 
 		if (is_event[type]) {
-			/* an event */
 			struct thread *t = c->cur;
 			if (!t)
 				return damage(c, rec, "event before any THREAD record in the frame");
 			if (mode == PASS_DEFS)
 				continue;
-			uint64_t f[11];
+			struct dsmt_event ev;
 			int bad = 0;
-			int nf;
-			/* constant field counts let the compiler unroll the decoder */
-			if (type <= DSMT_REC_FREE)
-				nf = ev_fields(11, pl, pn, f, &bad);
-			else
-				nf = ev_fields(ev_nfields[type], pl, pn, f, &bad);
-			if (bad)
-				return damage(c, rec, "malformed varint in an event");
-			uint64_t seq = t->seq += f[0];
-			struct dsmt_event scratch, *e = &scratch;
 			if (mode == PASS_REPLAY) {
-				int err;
-				e = dsmt_reorder_slot(&c->ro, seq, &err);
-				if (!e) {
-					if (err)
-						return damage(c, rec, "events too far out of sequence order (reorder window exceeded)");
-					e = &scratch; /* a repeated seq: decoded for the delta state, then dropped */
-				}
-			}
-			e->ts = t->ts += f[1];
-			e->tidx = (uint32_t)(t - c->thr.v);
-			e->api = 0;
-			e->flags = 0;
-			e->dev1 = 0;
-			e->ptr = e->size = e->x = e->tot = 0;
-			uint64_t tres = 0, stream = 0, stack = 0;
-			switch (type) {
-			case DSMT_REC_ALLOC:
-			case DSMT_REC_FREE:
-				e->api = f[2] > 255 ? 255 : (uint8_t)f[2];
-				e->dev1 = f[3] > 255 ? 255 : (uint8_t)f[3];
-				e->ptr = t->ptr += (uint64_t)dsmt_dec_unzigzag(f[4]);
-				e->size = f[5];
-				stream = f[6];
-				stack = f[7];
-				e->x = f[8];
-				if (nf > 9) { /* tot_alloc present (tot_reserved may not be) */
-					e->tot = f[9];
-					tres = f[10];
-					e->flags = DSMT_EVF_TOT;
-				}
-				break;
-			case DSMT_REC_OOM:
-				e->dev1 = f[2] > 255 ? 255 : (uint8_t)f[2];
-				e->size = f[3];
-				e->tot = f[4];
-				tres = f[5];
-				stack = f[6];
-				e->x = f[7];
-				break;
-			case DSMT_REC_NVTX_PUSH:
-			case DSMT_REC_NVTX_MARK:
-				e->ptr = f[2];
-				e->x = f[3];
-				break;
-			case DSMT_REC_NVTX_POP:
-				e->ptr = f[2];
-				break;
-			case DSMT_REC_NVTX_START:
-				e->size = f[2];
-				e->ptr = f[3];
-				e->x = f[4];
-				break;
-			case DSMT_REC_NVTX_END:
-			case DSMT_REC_LOST:
-				e->size = f[2];
-				break;
-			}
-			if (mode == PASS_REPLAY) {
-				if (e != &scratch) {
-					e->type = (uint8_t)type; /* the slot is live from here */
-					struct dsmt_event *d;
-					while ((d = dsmt_reorder_peek(&c->ro))) {
-						emit(c, c->ro.next, d);
-						dsmt_reorder_pop(&c->ro);
+				uint64_t seq = ev_decode(t, type, pl, pn, &ev, NULL, &bad);
+				if (bad)
+					return damage(c, rec, "malformed varint in an event");
+				ev.tidx = t->idx;
+				ev.type = (uint8_t)type;
+				struct dsmt_reorder *ro = &c->ro;
+				const struct dsmt_event *d = &ev;
+				if (seq != ro->next) { /* early: into the reorder window */
+					int err;
+					struct dsmt_event *s = dsmt_reorder_slot(ro, seq, &err);
+					if (!s) {
+						if (err)
+							return damage(c, rec, "events too far out of sequence order (reorder window exceeded)");
+						continue; /* a repeated seq: decoded for the delta state, then dropped */
 					}
+					*s = ev;
+					if (!(d = dsmt_reorder_peek(ro)))
+						continue;
+				}
+				/* in order (the usual case: straight from the record), then
+				 * whatever became due in the window */
+				for (;;) {
+					replay(c, ro->next, d);
+					if (d == &ev)
+						ro->next++;
+					else
+						dsmt_reorder_pop(ro);
+					if (!(d = dsmt_reorder_peek(ro)))
+						break;
 				}
 				continue;
 			}
 			/* dump */
+			struct evx x = {0, 0, 0};
+			uint64_t seq = ev_decode(t, type, pl, pn, &ev, &x, &bad);
+			if (bad)
+				return damage(c, rec, "malformed varint in an event");
+			struct dsmt_event *e = &ev;
 			fprintf(df, "%u %s seq=%" PRIu64 " ts=%" PRIu64 " tid=%" PRIu64, fidx, rec_name(type),
 				seq, e->ts, t->tid);
 			switch (type) {
@@ -895,15 +987,15 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 					fprintf(df, " api=%u", e->api);
 				put_dev(df, e->dev1);
 				fprintf(df, " ptr=0x%" PRIx64 " size=%" PRIu64 " stream=0x%" PRIx64 " stack=%" PRIu64
-					" site=0x%" PRIx64, e->ptr, e->size, stream, stack, e->x);
+					" site=0x%" PRIx64, e->ptr, e->size, x.stream, x.stack, e->x);
 				if (e->flags & DSMT_EVF_TOT)
-					fprintf(df, " tot_alloc=%" PRIu64 " tot_reserved=%" PRIu64, e->tot, tres);
+					fprintf(df, " tot_alloc=%" PRIu64 " tot_reserved=%" PRIu64, e->tot, x.tot_res);
 				break;
 			}
 			case DSMT_REC_OOM:
 				put_dev(df, e->dev1);
 				fprintf(df, " size=%" PRIu64 " tot_alloc=%" PRIu64 " tot_reserved=%" PRIu64
-					" stack=%" PRIu64 " site=0x%" PRIx64, e->size, e->tot, tres, stack, e->x);
+					" stack=%" PRIu64 " site=0x%" PRIx64, e->size, e->tot, x.tot_res, x.stack, e->x);
 				break;
 			case DSMT_REC_NVTX_PUSH:
 			case DSMT_REC_NVTX_MARK:
@@ -923,6 +1015,11 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 				break;
 			case DSMT_REC_LOST:
 				fprintf(df, " count=%" PRIu64, e->size);
+				break;
+			case DSMT_REC_PAUSE:
+			case DSMT_REC_RESUME:
+				put_dev(df, e->dev1);
+				fprintf(df, " tot_alloc=%" PRIu64 " tot_reserved=%" PRIu64, e->tot, x.tot_res);
 				break;
 			}
 			fputc('\n', df);
@@ -1059,6 +1156,7 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 				}
 				memset(t, 0, sizeof(*t));
 				t->tid = tid;
+				t->idx = (uint32_t)(c->thr.n - 1);
 				t->gen = 0;
 				h->v = c->thr.n - 1;
 			}
@@ -1067,7 +1165,7 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 				t->name = dupn(name, nn);
 			if (t->gen != c->gen) { /* first use in this frame: delta state restarts at 0 */
 				t->gen = c->gen;
-				t->seq = t->ts = t->ptr = 0;
+				t->seq = t->ts = t->ptr = t->site = t->tot_alloc = t->tot_res = 0;
 			}
 			c->cur = t;
 			if (mode == PASS_DUMP) {
@@ -1371,6 +1469,7 @@ int dsmt_decode_file(const char *path, const struct dsmt_opts *o, struct dsmt_pr
 		return DSMT_EXIT_USAGE;
 	}
 	c->have_re = 1;
+	c->ignore_totals = o->ignore_totals;
 	replay_reset(c);
 
 	int code = DSMT_EXIT_OK;
@@ -1403,6 +1502,10 @@ int dsmt_decode_file(const char *path, const struct dsmt_opts *o, struct dsmt_pr
 		msg(c, "%" PRIu64 " events missing (gaps in the sequence numbers)", c->ro.gaps);
 	if (c->lost)
 		msg(c, "%" PRIu64 " events lost by the tracer (LOST records)", c->lost);
+	if (c->pauses)
+		msg(c, "tracing was paused %" PRIu64 " time(s) (first at seq %" PRIu64
+		       "): numbers of intervals that span a pause miss what happened during it",
+		    c->pauses, c->pause_seq);
 	if (c->ro.dups)
 		msg(c, "%" PRIu64 " events with a repeated sequence number ignored", c->ro.dups);
 	if (c->unk_free)
@@ -1476,7 +1579,8 @@ int dsmt_dump_file(const char *path, FILE *out, FILE *err)
 		code = report_stop(c);
 	} else {
 		c->dump = out;
-		fprintf(out, "# %s: dsmemtrace format %u.%u\n", path, c->rd.major, c->rd.minor);
+		fprintf(out, "# %s: dsmemtrace format %u.%u; first column: data frame number (0 = header)\n", path,
+			c->rd.major, c->rd.minor);
 		run_pass(c, PASS_DUMP);
 		code = report_stop(c);
 	}

@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-enum { DSMT_EVF_TOT = 1 /* tot_alloc/tot_reserved were present */ };
+enum { DSMT_EVF_TOT = 1 /* a torch ALLOC/FREE: `tot` is the allocator's tot_alloc */ };
 
 struct dsmt_event {
 	uint64_t ts;

@@ -18,6 +18,8 @@ void dsmt_hmap_free(struct dsmt_hmap *m)
 int dsmt_hmap_grow(struct dsmt_hmap *m)
 {
 	size_t ncap = m->t ? (m->mask + 1) * 2 : 64;
+	if (ncap > DSMT_HMAP_MAX_CAP)
+		return -1;
 	struct dsmt_hent *nt = calloc(ncap, sizeof(*nt));
 	if (!nt)
 		return -1;
@@ -27,7 +29,7 @@ int dsmt_hmap_grow(struct dsmt_hmap *m)
 			struct dsmt_hent *e = &m->t[i];
 			if (!e->key)
 				continue;
-			size_t j = dsmt_hslot(e->key, nmask);
+			size_t j = e->hash & nmask;
 			while (nt[j].key)
 				j = (j + 1) & nmask;
 			nt[j] = *e;

@@ -1,6 +1,7 @@
 /* Open-addressing hash map keyed by a 64-bit value (pointers, ids), linear
  * probing, backward-shift deletion (no tombstones).  Values: one u64 and one
- * u32.  Key 0 is stored in a side slot so that 0 can mark empty buckets. */
+ * u32.  Key 0 is stored in a side slot so that 0 can mark empty buckets.
+ * Each entry keeps its key's hash, so deletion and growth never hash again. */
 #ifndef DSMT_DEC_HASHMAP_H
 #define DSMT_DEC_HASHMAP_H
 
@@ -12,6 +13,7 @@ struct dsmt_hent {
 	uint64_t key; /* 0 = empty */
 	uint64_t v;
 	uint32_t aux;
+	uint32_t hash; /* the map's own (low bits of the mixed key): do not change */
 };
 
 struct dsmt_hmap {
@@ -31,13 +33,17 @@ static inline size_t dsmt_hmap_size(const struct dsmt_hmap *m) { return m->count
  * The map must not change during iteration. */
 struct dsmt_hent *dsmt_hmap_next(struct dsmt_hmap *m, size_t *i);
 
-static inline size_t dsmt_hslot(uint64_t key, size_t mask)
+#define DSMT_HMAP_MAX_CAP ((size_t)1 << 31) /* the slot comes from a 32-bit hash */
+
+static inline uint32_t dsmt_hash(uint64_t key)
 {
 	key ^= key >> 33;
 	key *= 0xff51afd7ed558ccdULL;
 	key ^= key >> 33;
-	return (size_t)key & mask;
+	return (uint32_t)key;
 }
+
+static inline size_t dsmt_hslot(uint64_t key, size_t mask) { return dsmt_hash(key) & mask; }
 
 /* Entry for key, or NULL. */
 static inline struct dsmt_hent *dsmt_hmap_get(struct dsmt_hmap *m, uint64_t key)
@@ -75,7 +81,8 @@ static inline struct dsmt_hent *dsmt_hmap_put(struct dsmt_hmap *m, uint64_t key,
 		if (dsmt_hmap_grow(m))
 			return NULL;
 	}
-	size_t i = dsmt_hslot(key, m->mask);
+	uint32_t hash = dsmt_hash(key);
+	size_t i = hash & m->mask;
 	for (;;) {
 		struct dsmt_hent *e = &m->t[i];
 		if (e->key == key)
@@ -84,6 +91,7 @@ static inline struct dsmt_hent *dsmt_hmap_put(struct dsmt_hmap *m, uint64_t key,
 			e->key = key;
 			e->v = 0;
 			e->aux = 0;
+			e->hash = hash;
 			m->count++;
 			*created = 1;
 			return e;
@@ -122,7 +130,7 @@ static inline int dsmt_hmap_del(struct dsmt_hmap *m, uint64_t key, struct dsmt_h
 		j = (j + 1) & mask;
 		if (m->t[j].key == 0)
 			break;
-		size_t home = dsmt_hslot(m->t[j].key, mask);
+		size_t home = m->t[j].hash & mask;
 		/* can the entry at j move to the hole at i?  yes unless its home
 		 * lies cyclically in (i, j] */
 		int in_range = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);

@@ -36,6 +36,43 @@ static int header_prefix_ok(const uint8_t *p, size_t n)
 	return 1;
 }
 
+/* META zstd_prefix_bytes of the header (format.h, History): the history a
+ * reader keeps.  Absent or 0: data frames are independent.  0 or -1 (not a
+ * decimal number, or more than DSMT_FRAME_MAX: r->msg says so).  A header
+ * whose records are malformed is left to the record walker to report. */
+static int header_prefix_bytes(struct dsmt_reader *r)
+{
+	static const char key[] = "zstd_prefix_bytes";
+	const uint8_t *p = r->hdr, *end = r->hdr + r->hdr_len, *pl;
+	unsigned type;
+	size_t pn;
+	r->prefix_max = 0;
+	while (dsmt_next_record(&p, end, &type, &pl, &pn) == 1) {
+		if (type != DSMT_REC_META)
+			continue;
+		struct dsmt_cur cu;
+		dsmt_cur_init(&cu, pl, pn);
+		size_t kn, vn;
+		const uint8_t *k = dsmt_cur_str(&cu, &kn);
+		const uint8_t *v = dsmt_cur_str(&cu, &vn);
+		if (cu.bad || kn != sizeof(key) - 1 || memcmp(k, key, kn))
+			continue;
+		uint64_t x = 0;
+		int ok = vn > 0 && vn <= 20;
+		for (size_t i = 0; ok && i < vn; i++) {
+			ok = v[i] >= '0' && v[i] <= '9' && x <= (UINT64_MAX - 9) / 10;
+			x = x * 10 + (uint64_t)(v[i] - '0');
+		}
+		if (!ok || x > DSMT_FRAME_MAX) {
+			snprintf(r->msg, sizeof(r->msg), "malformed header (META zstd_prefix_bytes \"%.*s\")",
+				 (int)(vn > 32 ? 32 : vn), (const char *)v);
+			return -1;
+		}
+		r->prefix_max = (size_t)x; /* the last one counts, like every META key */
+	}
+	return 0;
+}
+
 int dsmt_reader_open(struct dsmt_reader *r, const char *path)
 {
 	memset(r, 0, sizeof(*r));
@@ -113,10 +150,13 @@ int dsmt_reader_open(struct dsmt_reader *r, const char *path)
 		return DSMT_OPEN_IO;
 	}
 	memcpy(r->hdr, d + HDR_FIXED, r->hdr_len);
+	if (header_prefix_bytes(r))
+		return DSMT_OPEN_HEADER;
 	r->off = 8 + (size_t)fsz;
 	r->frame_off = 0;
 	r->frame_idx = 0;
 	r->last_good = 0;
+	r->guess = (size_t)1 << 20;
 	r->dctx = ZSTD_createDCtx();
 	if (!r->dctx) {
 		snprintf(r->msg, sizeof(r->msg), "out of memory");
@@ -132,6 +172,8 @@ void dsmt_reader_rewind(struct dsmt_reader *r)
 	r->last_good = 0;
 	r->frame_off = 0;
 	r->fail_off = 0;
+	r->win_used = 0;
+	r->hist_len = 0;
 	r->msg[0] = 0;
 }
 
@@ -148,6 +190,32 @@ static int damaged_at(struct dsmt_reader *r, size_t off, const char *why)
 	snprintf(r->msg, sizeof(r->msg), "damaged at byte offset %zu (frame %u: %s)", off,
 		 r->frame_idx + 1, why);
 	return DSMT_NEXT_DAMAGED;
+}
+
+/* Make room for `need` bytes of output (plus padding) right after the
+ * history: slide the history to the start of the window, grow it if that is
+ * not enough.  0 or -1 (no memory). */
+static int win_room(struct dsmt_reader *r, size_t need)
+{
+	size_t keep = r->hist_len;
+	if (!r->prefix_max)
+		r->win_used = 0; /* no history: every frame at the start */
+	if (r->win && r->win_used + need + DSMT_FRAME_PAD <= r->win_cap)
+		return 0;
+	if (keep && r->win_used > keep)
+		memmove(r->win, r->win + r->win_used - keep, keep);
+	r->win_used = keep;
+	size_t want = keep + need + DSMT_FRAME_PAD;
+	if (r->win && want <= r->win_cap)
+		return 0;
+	/* twice what is needed, so the history slides only every few frames */
+	size_t ncap = want <= ((size_t)64 << 20) ? 2 * want : want;
+	uint8_t *nw = realloc(r->win, ncap);
+	if (!nw)
+		return -1;
+	r->win = nw;
+	r->win_cap = ncap;
+	return 0;
 }
 
 int dsmt_reader_next(struct dsmt_reader *r, const uint8_t **buf, size_t *len)
@@ -168,9 +236,7 @@ int dsmt_reader_next(struct dsmt_reader *r, const uint8_t **buf, size_t *len)
 			if ((uint64_t)fsz > rem - 8)
 				return trunc_at(r, off);
 			r->off = off + 8 + fsz;
-			r->frame_idx++;
-			r->last_good = r->frame_idx;
-			continue; /* skippable frames after the header are ignored */
+			continue; /* skippable frames after the header are ignored (not counted) */
 		}
 		if (magic != ZSTD_MAGICNUMBER) {
 			char why[64];
@@ -188,49 +254,44 @@ int dsmt_reader_next(struct dsmt_reader *r, const uint8_t **buf, size_t *len)
 			return damaged_at(r, off, "bad frame header");
 		if (content != ZSTD_CONTENTSIZE_UNKNOWN && content > DSMT_FRAME_MAX)
 			return damaged_at(r, off, "frame larger than 256 MiB");
-		size_t want = content != ZSTD_CONTENTSIZE_UNKNOWN ? (size_t)content + 1 : 1 << 20;
-		if (want > r->buf_cap) {
-			uint8_t *nb = realloc(r->buf, want + DSMT_FRAME_PAD);
-			if (!nb)
-				return damaged_at(r, off, "out of memory");
-			r->buf = nb;
-			r->buf_cap = want;
-		}
-		ZSTD_DCtx *dctx = r->dctx;
-		ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
-		ZSTD_inBuffer in = {p, csz, 0};
-		ZSTD_outBuffer out = {r->buf, r->buf_cap, 0};
+		int known = content != ZSTD_CONTENTSIZE_UNKNOWN;
+		size_t need = known ? (size_t)content : r->guess;
+		uint8_t *dst;
+		size_t n;
 		for (;;) {
-			size_t ret = ZSTD_decompressStream(dctx, &out, &in);
-			if (ZSTD_isError(ret))
-				return damaged_at(r, off, ZSTD_getErrorName(ret));
-			if (ret == 0)
-				break; /* frame complete, checksum verified */
-			if (out.pos == out.size) {
-				if (r->buf_cap >= DSMT_FRAME_MAX)
-					return damaged_at(r, off, "frame larger than 256 MiB");
-				size_t ncap = r->buf_cap * 2;
-				if (ncap > DSMT_FRAME_MAX)
-					ncap = DSMT_FRAME_MAX;
-				uint8_t *nb = realloc(r->buf, ncap + DSMT_FRAME_PAD);
-				if (!nb)
-					return damaged_at(r, off, "out of memory");
-				r->buf = nb;
-				r->buf_cap = ncap;
-				out.dst = nb;
-				out.size = ncap;
+			if (win_room(r, need))
+				return damaged_at(r, off, "out of memory");
+			dst = r->win + r->win_used;
+			size_t cap = r->win_cap - r->win_used - DSMT_FRAME_PAD;
+			ZSTD_DCtx *dctx = r->dctx;
+			ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
+			if (r->prefix_max) { /* applies to this frame only */
+				size_t e = ZSTD_DCtx_refPrefix(dctx, dst - r->hist_len, r->hist_len);
+				if (ZSTD_isError(e))
+					return damaged_at(r, off, ZSTD_getErrorName(e));
+			}
+			n = ZSTD_decompressDCtx(dctx, dst, cap, p, csz); /* checks the checksum */
+			if (!ZSTD_isError(n))
+				break;
+			if (!known && ZSTD_getErrorCode(n) == ZSTD_error_dstSize_tooSmall && cap < DSMT_FRAME_MAX) {
+				need = cap * 2 < DSMT_FRAME_MAX ? cap * 2 : DSMT_FRAME_MAX; /* try again, larger */
 				continue;
 			}
-			if (in.pos == in.size)
-				return damaged_at(r, off, "frame data ends early");
+			if (!known && ZSTD_getErrorCode(n) == ZSTD_error_dstSize_tooSmall)
+				return damaged_at(r, off, "frame larger than 256 MiB");
+			return damaged_at(r, off, ZSTD_getErrorName(n));
 		}
-		memset(r->buf + out.pos, 0, DSMT_FRAME_PAD);
+		memset(dst + n, 0, DSMT_FRAME_PAD);
+		r->win_used += n;
+		r->hist_len = r->hist_len + n < r->prefix_max ? r->hist_len + n : r->prefix_max;
+		if (!known && n > r->guess)
+			r->guess = n;
 		r->frame_off = off;
 		r->off = off + csz;
 		r->frame_idx++;
 		r->last_good = r->frame_idx;
-		*buf = r->buf;
-		*len = out.pos;
+		*buf = dst;
+		*len = n;
 		return DSMT_NEXT_FRAME;
 	}
 }
@@ -239,7 +300,7 @@ void dsmt_reader_close(struct dsmt_reader *r)
 {
 	if (r->dctx)
 		ZSTD_freeDCtx(r->dctx);
-	free(r->buf);
+	free(r->win);
 	free(r->hdr);
 	if (r->mapped)
 		munmap((void *)r->data, r->size);

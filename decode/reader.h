@@ -1,5 +1,9 @@
 /* Trace file reader: maps the file, checks the header frame and hands out the
- * decompressed record stream of each data frame in file order. */
+ * decompressed record stream of each data frame in file order.  Data frames
+ * are decompressed against the history of the ones before them (format.h,
+ * META zstd_prefix_bytes): each frame is decompressed right behind the last
+ * zstd_prefix_bytes of earlier content in one window buffer, which is slid
+ * back to its start when full. */
 #ifndef DSMT_DEC_READER_H
 #define DSMT_DEC_READER_H
 
@@ -25,7 +29,7 @@ enum dsmt_open_err {
 
 /* dsmt_reader_next results */
 enum dsmt_next {
-	DSMT_NEXT_FRAME = 1, /* a frame's records are in *buf */
+	DSMT_NEXT_FRAME = 1, /* a data frame's records are in *buf (valid until the next call) */
 	DSMT_NEXT_END = 0,   /* clean end of file */
 	DSMT_NEXT_TRUNC = -1,   /* last frame incomplete: msg/fail_off say where */
 	DSMT_NEXT_DAMAGED = -2, /* bad data: msg/fail_off say where */
@@ -39,14 +43,18 @@ struct dsmt_reader {
 	unsigned major, minor;
 	uint8_t *hdr; /* header record stream (META records), a padded copy */
 	size_t hdr_len;
+	size_t prefix_max;   /* META zstd_prefix_bytes (0: independent frames) */
 	size_t off;          /* offset of the next frame */
 	size_t frame_off;    /* offset of the frame last returned */
-	unsigned frame_idx;  /* index of the frame last returned (header = 0) */
-	unsigned last_good;  /* index of the last complete frame */
+	unsigned frame_idx;  /* data frames returned so far = number of the last one (1..) */
+	unsigned last_good;  /* number of the last complete data frame (0: none) */
 	size_t fail_off;     /* where truncation/damage begins */
 	void *dctx;
-	uint8_t *buf;
-	size_t buf_cap;
+	uint8_t *win;        /* history, then the frame last returned, then padding */
+	size_t win_cap;      /* bytes allocated (padding included) */
+	size_t win_used;     /* end of the frame last returned */
+	size_t hist_len;     /* bytes of history before win + win_used: min(prefix_max, total) */
+	size_t guess;        /* room tried first for a frame of unknown content size */
 	char msg[256];
 };
 

@@ -69,6 +69,14 @@ run([write("tinyhdr.zst", hdr[:3])], {2}, "truncated inside the header")
 run([write("shorthdr.zst", bytes.fromhex("5d2a4d1802000000") + b"DSMTRACE\x01\x00\x00\x00")], {2},
     "malformed header frame")
 
+# the history a header announces (META zstd_prefix_bytes) must make sense
+run([mk("badprefix", "meta zstd_prefix_bytes abc\nmeta host x\nthread 1\nalloc ptr=1 size=1\n")], {2},
+    "dsmemdecode: badprefix.zst: malformed header (META zstd_prefix_bytes \"abc\")")
+run([mk("hugeprefix", "meta zstd_prefix_bytes 99999999999999999999\nmeta host x\nthread 1\n")], {2},
+    "malformed header (META zstd_prefix_bytes")
+run([mk("noprefix", "header announce=0\nmeta host x\nthread 1\nalloc seq=0 ptr=0x10 size=1\nframe\n"
+        "thread 1\nalloc seq=1 ptr=0x10 size=1\n")], {0, 2})
+
 # --- malformed records ---
 base = "meta host x\nthread 1\nalloc seq=0 ptr=0x10 size=1\n"
 run([mk("hugelen", base + "bytes 10 ffffffffff7f 00\n")], {2}, "record length runs past the end of the frame")
@@ -119,6 +127,20 @@ for case in ("interleave", "basic", "twodev"):
         b[i] ^= 0xff
         write("flip.zst", bytes(b))
         run(["--dump", "flip.zst"], {0, 2}, name="--dump %s byte %d ^ 0xff" % (case, i))
+
+# --- a trace whose frames reference their history: every cut, flipped bytes ---
+# (a flip in frame k may make frame k+1 undecodable too: reported as damage)
+mk("histsynth", "meta host x\nsynth events=1300 threads=2 batch=16 frame=1500\n")
+data = open(os.path.join(WORK, "histsynth.zst"), "rb").read()
+for cut in range(len(data)):
+    name = write("cut.zst", data[:cut])
+    run([name], {0, 2}, name="histsynth cut at %d" % cut)
+for i in range(len(data)):
+    b = bytearray(data)
+    b[i] ^= 0xff if i % 2 else 0x01
+    rc, out, err = run([write("flip.zst", bytes(b))], {0, 2}, name="histsynth byte %d flipped" % i)
+    if rc == 2 and "dsmemdecode: flip.zst: " not in err:
+        fails.append("histsynth byte %d flipped: no diagnostic: %r" % (i, err))
 
 # --- random bytes, with and without a valid header in front ---
 rng = random.Random(1234)

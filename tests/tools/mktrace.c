@@ -3,7 +3,13 @@
  *
  * Script lines (numbers: decimal or 0x hex; '#' starts a comment line):
  *   option noheader|nochecksum|noautothread   (before anything else)
- *   header [major=N] [minor=N]     header version (default: format.h's)
+ *   header [major=N] [minor=N] [zstd_prefix_bytes=P] [announce=0|1]
+ *                                  header version (default: format.h's);
+ *                                  P: history each data frame is compressed
+ *                                  against (default DSMT_PREFIX_BYTES; 0 =
+ *                                  independent frames), announced by META
+ *                                  zstd_prefix_bytes in the header unless
+ *                                  P is 0 or announce=0 (a broken trace)
  *   meta KEY VALUE...              META record; goes into the header frame
  *                                  until the first data record, then into
  *                                  the data stream.  \0 \n \\ \xHH escapes.
@@ -14,7 +20,11 @@
  *   alloc|free key=value...        seq ts api dev ptr size stream stack site tot=A,R
  *                                  api: torch malloc async managed hostalloc
  *                                  hostreg free freehost or a number;
- *                                  dev: index or "host"; tot omitted = no tot fields
+ *                                  dev: index or "host"; tot (torch only):
+ *                                  the allocator's totals after the event;
+ *                                  omitted: tot_alloc as mktrace's own replay
+ *                                  of the device's torch blocks says, and
+ *                                  tot_reserved the thread's previous one
  *   oom   seq ts dev size tot=A,R stack site
  *   push  seq ts domain name       name=ID or name=TEXT (TEXT is interned)
  *   pop   seq ts domain
@@ -22,6 +32,7 @@
  *   rend  seq ts id
  *   mark  seq ts domain name
  *   lost  seq ts count
+ *   pause|resume seq ts dev tot=A,R   PAUSE/RESUME (dev "host": none)
  *   flush ts next
  *   raw TYPE HEX                   a record with a raw payload
  *   bytes HEX                      raw bytes into the current frame's data
@@ -36,10 +47,13 @@
  *   corrupt OFF XOR                after writing, xor the byte at OFF (OFF < 0:
  *                                  from the end; fN+K: K bytes into data
  *                                  frame N, which must be written already)
- * seq defaults to one more than the highest seq so far, ts to seq.  Delta
- * state is per frame per thread, as the reader expects; when an event comes
- * before any thread line in a frame, the last thread is re-announced
- * (unless option noautothread). */
+ * Values in scripts are absolute; mktrace writes the record layout and the
+ * deltas of format.h.  seq defaults to one more than the highest seq so far,
+ * ts to seq.  Delta state is per frame per thread, as the reader expects;
+ * when an event comes before any thread line in a frame, the last thread is
+ * re-announced (unless option noautothread).  Every zstd frame after the
+ * header (zstdframe ones too) is compressed against the history of the ones
+ * before it, as the tracer does. */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -99,6 +113,9 @@ static struct buf hdr;     /* header records */
 static struct buf frm;     /* current frame's records */
 static int header_done, opt_noheader, opt_nochecksum, opt_noautothread, level = 3;
 static unsigned hmajor = DSMT_FORMAT_MAJOR, hminor = DSMT_FORMAT_MINOR;
+static uint64_t prefix_bytes = DSMT_PREFIX_BYTES; /* history (format.h) */
+static int prefix_announce = 1;
+static struct buf hist; /* the last prefix_bytes of the data frames' content */
 static uint64_t next_seq;
 static int64_t trunc_n;
 static int have_trunc;
@@ -109,7 +126,7 @@ static struct {
 static int ncorrupt;
 
 struct tstate {
-	uint64_t tid, seq, ts, ptr;
+	uint64_t tid, seq, ts, ptr, site, tot_alloc, tot_reserved; /* delta state */
 	int in_frame; /* announced in the current frame */
 };
 static struct tstate threads[4096];
@@ -142,6 +159,16 @@ static void write_header(void)
 	buf_put(&h, DSMT_MAGIC, DSMT_MAGIC_LEN);
 	uint8_t v[4] = {hmajor & 0xff, hmajor >> 8, hminor & 0xff, hminor >> 8};
 	buf_put(&h, v, 4);
+	if (prefix_bytes && prefix_announce) {
+		char val[32];
+		snprintf(val, sizeof(val), "%" PRIu64, prefix_bytes);
+		struct dsmt_recbuf r;
+		dsmt_rb_reset(&r);
+		dsmt_rb_str(&r, "zstd_prefix_bytes", 17);
+		dsmt_rb_str(&r, val, strlen(val));
+		uint8_t out[sizeof(r.p) + 16];
+		buf_put(&h, out, dsmt_rec_finish(out, DSMT_REC_META, &r));
+	}
 	if (hdr.n)
 		buf_put(&h, hdr.p, hdr.n);
 	put_le32(&file, DSMT_SKIPPABLE_MAGIC);
@@ -152,24 +179,44 @@ static void write_header(void)
 
 static size_t frame_starts[4096]; /* file offsets of data frames 1.. */
 static int nframes;
+static uint64_t raw_total; /* decompressed bytes of all data frames */
 
 static void zframe(const void *src, size_t n)
 {
 	if (nframes < 4095)
 		frame_starts[++nframes] = file.n;
-	ZSTD_CCtx *cc = ZSTD_createCCtx();
+	static ZSTD_CCtx *cc;
+	if (!cc && !(cc = ZSTD_createCCtx()))
+		die("out of memory");
+	ZSTD_CCtx_reset(cc, ZSTD_reset_session_and_parameters);
 	ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level);
 	ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, !opt_nochecksum);
 	size_t bound = ZSTD_compressBound(n);
 	uint8_t *out = malloc(bound);
 	if (!out)
 		die("out of memory");
-	size_t r = ZSTD_compress2(cc, out, bound, src, n);
+	/* the last prefix_bytes of the earlier data frames (empty for the first) */
+	size_t r = prefix_bytes ? ZSTD_CCtx_refPrefix(cc, hist.p, hist.n) : 0;
+	if (!ZSTD_isError(r))
+		r = ZSTD_compress2(cc, out, bound, src, n);
 	if (ZSTD_isError(r))
 		die("zstd: %s", ZSTD_getErrorName(r));
 	buf_put(&file, out, r);
 	free(out);
-	ZSTD_freeCCtx(cc);
+	raw_total += n;
+	if (!prefix_bytes)
+		return;
+	if (n >= prefix_bytes) {
+		hist.n = 0;
+		buf_put(&hist, (const uint8_t *)src + n - prefix_bytes, prefix_bytes);
+	} else {
+		if (hist.n + n > prefix_bytes) {
+			size_t drop = hist.n + n - prefix_bytes;
+			memmove(hist.p, hist.p + drop, hist.n - drop);
+			hist.n -= drop;
+		}
+		buf_put(&hist, src, n);
+	}
 }
 
 static void end_frame(void)
@@ -179,8 +226,8 @@ static void end_frame(void)
 		zframe(frm.p, frm.n);
 	frm.n = 0;
 	for (int i = 0; i < nthreads; i++) {
-		threads[i].in_frame = 0;
-		threads[i].seq = threads[i].ts = threads[i].ptr = 0;
+		uint64_t tid = threads[i].tid;
+		threads[i] = (struct tstate){.tid = tid}; /* delta state restarts */
 	}
 	cur = NULL;
 }
@@ -205,10 +252,8 @@ static void thread_rec(uint64_t tid, const char *name)
 	dsmt_rb_str(&r, name, strlen(name));
 	rec(&frm, DSMT_REC_THREAD, &r);
 	struct tstate *t = thread_get(tid);
-	if (!t->in_frame) {
-		t->in_frame = 1;
-		t->seq = t->ts = t->ptr = 0;
-	}
+	if (!t->in_frame)
+		*t = (struct tstate){.tid = tid, .in_frame = 1};
 	cur = last = t;
 }
 
@@ -385,7 +430,11 @@ static uint64_t dev1_arg(void)
 	return num(v) + 1;
 }
 
-/* Common event prefix: thread check, dseq, dts. */
+/* Event records (format.h): the type-specific fields, then dseq and dts.
+ * ev_begin: thread check, seq/ts arguments, empty payload; ev_end appends
+ * dseq and dts and writes the record. */
+static uint64_t ev_seq, ev_ts;
+
 static struct tstate *ev_begin(struct dsmt_recbuf *r)
 {
 	write_header();
@@ -396,36 +445,91 @@ static struct tstate *ev_begin(struct dsmt_recbuf *r)
 			thread_rec(last->tid, "");
 	}
 	struct tstate *t = cur ? cur : last;
-	uint64_t seq = kv_num("seq", next_seq);
-	uint64_t ts = kv_num("ts", seq);
-	if (seq + 1 > next_seq)
-		next_seq = seq + 1;
+	ev_seq = kv_num("seq", next_seq);
+	ev_ts = kv_num("ts", ev_seq);
+	if (ev_seq + 1 > next_seq)
+		next_seq = ev_seq + 1;
 	dsmt_rb_reset(r);
-	dsmt_rb_u(r, seq - t->seq);
-	dsmt_rb_u(r, ts - t->ts);
-	t->seq = seq;
-	t->ts = ts;
 	return t;
 }
 
-static void tot_arg(struct dsmt_recbuf *r, int always)
+static void ev_end(struct dsmt_recbuf *r, struct tstate *t, uint8_t type)
 {
-	const char *v = kv_get("tot");
-	if (!v) {
-		if (always) {
-			dsmt_rb_u(r, 0);
-			dsmt_rb_u(r, 0);
-		}
+	dsmt_rb_u(r, ev_seq - t->seq);
+	dsmt_rb_u(r, ev_ts - t->ts);
+	t->seq = ev_seq;
+	t->ts = ev_ts;
+	rec(&frm, type, r);
+}
+
+static void put_site(struct dsmt_recbuf *r, struct tstate *t, uint64_t site)
+{
+	dsmt_rb_s(r, (int64_t)(site - t->site));
+	t->site = site;
+}
+
+/* ALLOC/FREE fields after sdptr, size: stream stack sdsite stot_alloc
+ * stot_reserved (totals only for torch; they update the thread's state). */
+static void put_mem_tail(struct dsmt_recbuf *r, struct tstate *t, int is_alloc, unsigned api, uint64_t size,
+			 uint64_t stream, uint64_t stack, uint64_t site, uint64_t tot_alloc, uint64_t tot_reserved)
+{
+	dsmt_rb_u(r, stream);
+	dsmt_rb_u(r, stack);
+	put_site(r, t, site);
+	if (api != DSMT_API_TORCH) {
+		dsmt_rb_u(r, 0);
+		dsmt_rb_u(r, 0);
 		return;
 	}
+	uint64_t pred = t->tot_alloc + (is_alloc ? size : -size);
+	dsmt_rb_s(r, (int64_t)(tot_alloc - pred));
+	dsmt_rb_s(r, (int64_t)(tot_reserved - t->tot_reserved));
+	t->tot_alloc = tot_alloc;
+	t->tot_reserved = tot_reserved;
+}
+
+/* mktrace's own replay of torch blocks per device: the allocator's
+ * tot_alloc for events whose script gives no tot= */
+static struct {
+	uint64_t dev1, ptr, size;
+} blocks[65536];
+static size_t nblocks;
+static uint64_t dev_alloc[256];
+
+static uint64_t replay_torch(int is_alloc, uint64_t dev1, uint64_t ptr, uint64_t size)
+{
+	uint8_t d = (uint8_t)dev1;
+	size_t i = 0;
+	while (i < nblocks && !(blocks[i].dev1 == dev1 && blocks[i].ptr == ptr))
+		i++;
+	if (i < nblocks) { /* a free, or an alloc replacing a live block */
+		dev_alloc[d] -= blocks[i].size;
+		blocks[i] = blocks[--nblocks];
+	}
+	if (is_alloc) {
+		if (nblocks == sizeof(blocks) / sizeof(blocks[0]))
+			die("too many live blocks");
+		blocks[nblocks++] = (typeof(blocks[0])){dev1, ptr, size};
+		dev_alloc[d] += size;
+	}
+	return dev_alloc[d];
+}
+
+/* tot=A,R: 1 and the two values, or 0 when absent */
+static int tot_arg(uint64_t *a, uint64_t *res)
+{
+	const char *v = kv_get("tot");
+	if (!v)
+		return 0;
 	char tmp[128];
 	snprintf(tmp, sizeof(tmp), "%s", v);
 	char *comma = strchr(tmp, ',');
 	if (!comma)
 		die("tot=ALLOC,RESERVED expected");
 	*comma = 0;
-	dsmt_rb_u(r, num(tmp));
-	dsmt_rb_u(r, num(comma + 1));
+	*a = num(tmp);
+	*res = num(comma + 1);
+	return 1;
 }
 
 static void synth(void);
@@ -446,9 +550,13 @@ static void cmd(char **tok, int ntok)
 				die("unknown option %s", tok[i]);
 		}
 	} else if (!strcmp(c, "header")) {
+		if (header_done)
+			die("header after the first record");
 		parse_kv(tok + 1, ntok - 1);
 		hmajor = (unsigned)kv_num("major", hmajor);
 		hminor = (unsigned)kv_num("minor", hminor);
+		prefix_bytes = kv_num("zstd_prefix_bytes", prefix_bytes);
+		prefix_announce = kv_num("announce", 1) != 0;
 		kv_done();
 	} else if (!strcmp(c, "meta")) {
 		if (ntok < 2)
@@ -517,63 +625,84 @@ static void cmd(char **tok, int ntok)
 	} else if (!strcmp(c, "alloc") || !strcmp(c, "free")) {
 		parse_kv(tok + 1, ntok - 1);
 		struct tstate *t = ev_begin(&r);
-		dsmt_rb_u(&r, api_arg());
-		dsmt_rb_u(&r, dev1_arg());
-		uint64_t ptr = kv_num("ptr", 0);
+		int is_alloc = c[0] == 'a';
+		unsigned api = api_arg();
+		uint64_t dev1 = dev1_arg();
+		uint64_t ptr = kv_num("ptr", 0), size = kv_num("size", 0);
+		uint64_t stream = kv_num("stream", 0), stack = kv_num("stack", 0), site = kv_num("site", 0);
+		uint64_t ta = 0, tr = t->tot_reserved;
+		int have_tot = tot_arg(&ta, &tr);
+		if (api == DSMT_API_TORCH) {
+			uint64_t replayed = replay_torch(is_alloc, dev1, ptr, size);
+			if (!have_tot)
+				ta = replayed;
+		}
+		kv_done();
+		dsmt_rb_u(&r, api);
+		dsmt_rb_u(&r, dev1);
 		dsmt_rb_s(&r, (int64_t)(ptr - t->ptr));
 		t->ptr = ptr;
-		dsmt_rb_u(&r, kv_num("size", 0));
-		dsmt_rb_u(&r, kv_num("stream", 0));
-		dsmt_rb_u(&r, kv_num("stack", 0));
-		dsmt_rb_u(&r, kv_num("site", 0));
-		tot_arg(&r, 0);
-		kv_done();
-		rec(&frm, c[0] == 'a' ? DSMT_REC_ALLOC : DSMT_REC_FREE, &r);
+		dsmt_rb_u(&r, size);
+		put_mem_tail(&r, t, is_alloc, api, size, stream, stack, site, ta, tr);
+		ev_end(&r, t, is_alloc ? DSMT_REC_ALLOC : DSMT_REC_FREE);
 	} else if (!strcmp(c, "oom")) {
 		parse_kv(tok + 1, ntok - 1);
-		ev_begin(&r);
+		struct tstate *t = ev_begin(&r);
+		uint64_t ta = 0, tr = 0;
+		tot_arg(&ta, &tr);
 		dsmt_rb_u(&r, dev1_arg());
 		dsmt_rb_u(&r, kv_num("size", 0));
-		tot_arg(&r, 1);
+		dsmt_rb_u(&r, ta); /* absolute, state untouched */
+		dsmt_rb_u(&r, tr);
 		dsmt_rb_u(&r, kv_num("stack", 0));
-		dsmt_rb_u(&r, kv_num("site", 0));
+		put_site(&r, t, kv_num("site", 0));
 		kv_done();
-		rec(&frm, DSMT_REC_OOM, &r);
+		ev_end(&r, t, DSMT_REC_OOM);
 	} else if (!strcmp(c, "push") || !strcmp(c, "mark")) {
 		parse_kv(tok + 1, ntok - 1);
 		uint64_t name = name_arg("name"); /* may emit a STRING first */
-		ev_begin(&r);
+		struct tstate *t = ev_begin(&r);
 		dsmt_rb_u(&r, kv_num("domain", 0));
 		dsmt_rb_u(&r, name);
 		kv_done();
-		rec(&frm, c[0] == 'p' ? DSMT_REC_NVTX_PUSH : DSMT_REC_NVTX_MARK, &r);
+		ev_end(&r, t, c[0] == 'p' ? DSMT_REC_NVTX_PUSH : DSMT_REC_NVTX_MARK);
 	} else if (!strcmp(c, "pop")) {
 		parse_kv(tok + 1, ntok - 1);
-		ev_begin(&r);
+		struct tstate *t = ev_begin(&r);
 		dsmt_rb_u(&r, kv_num("domain", 0));
 		kv_done();
-		rec(&frm, DSMT_REC_NVTX_POP, &r);
+		ev_end(&r, t, DSMT_REC_NVTX_POP);
 	} else if (!strcmp(c, "rstart")) {
 		parse_kv(tok + 1, ntok - 1);
 		uint64_t name = name_arg("name");
-		ev_begin(&r);
+		struct tstate *t = ev_begin(&r);
 		dsmt_rb_u(&r, kv_num("id", 0));
 		dsmt_rb_u(&r, kv_num("domain", 0));
 		dsmt_rb_u(&r, name);
 		kv_done();
-		rec(&frm, DSMT_REC_NVTX_START, &r);
+		ev_end(&r, t, DSMT_REC_NVTX_START);
 	} else if (!strcmp(c, "rend")) {
 		parse_kv(tok + 1, ntok - 1);
-		ev_begin(&r);
+		struct tstate *t = ev_begin(&r);
 		dsmt_rb_u(&r, kv_num("id", 0));
 		kv_done();
-		rec(&frm, DSMT_REC_NVTX_END, &r);
+		ev_end(&r, t, DSMT_REC_NVTX_END);
+	} else if (!strcmp(c, "pause") || !strcmp(c, "resume")) {
+		parse_kv(tok + 1, ntok - 1);
+		struct tstate *t = ev_begin(&r);
+		uint64_t ta = 0, tr = 0;
+		tot_arg(&ta, &tr);
+		dsmt_rb_u(&r, dev1_arg());
+		dsmt_rb_u(&r, ta); /* absolute, state untouched */
+		dsmt_rb_u(&r, tr);
+		kv_done();
+		ev_end(&r, t, c[0] == 'p' ? DSMT_REC_PAUSE : DSMT_REC_RESUME);
 	} else if (!strcmp(c, "lost")) {
 		parse_kv(tok + 1, ntok - 1);
-		ev_begin(&r);
+		struct tstate *t = ev_begin(&r);
 		dsmt_rb_u(&r, kv_num("count", 0));
 		kv_done();
-		rec(&frm, DSMT_REC_LOST, &r);
+		ev_end(&r, t, DSMT_REC_LOST);
 	} else if (!strcmp(c, "flush")) {
 		parse_kv(tok + 1, ntok - 1);
 		write_header();
@@ -686,6 +815,7 @@ static uint64_t xr(void)
 }
 
 static size_t s_batch, s_frame;
+static int synth_done;
 
 static void squeue_flush(struct squeue *q)
 {
@@ -697,10 +827,6 @@ static void squeue_flush(struct squeue *q)
 	for (size_t i = 0; i < q->n; i++) {
 		struct sev *e = &q->v[i];
 		dsmt_rb_reset(&r);
-		dsmt_rb_u(&r, e->seq - t->seq);
-		dsmt_rb_u(&r, e->ts - t->ts);
-		t->seq = e->seq;
-		t->ts = e->ts;
 		if (e->type == DSMT_REC_NVTX_PUSH) {
 			dsmt_rb_u(&r, 0);
 			dsmt_rb_u(&r, 1);
@@ -712,15 +838,12 @@ static void squeue_flush(struct squeue *q)
 			dsmt_rb_s(&r, (int64_t)(e->ptr - t->ptr));
 			t->ptr = e->ptr;
 			dsmt_rb_u(&r, e->size);
-			dsmt_rb_u(&r, 0);
-			dsmt_rb_u(&r, e->stack);
-			dsmt_rb_u(&r, e->site);
-			if (e->api == DSMT_API_TORCH) {
-				dsmt_rb_u(&r, e->tot);
-				dsmt_rb_u(&r, e->tres);
-			}
+			put_mem_tail(&r, t, e->type == DSMT_REC_ALLOC, e->api, e->size, 0, e->stack, e->site, e->tot,
+				     e->tres);
 		}
-		rec(&frm, e->type, &r);
+		ev_seq = e->seq;
+		ev_ts = e->ts;
+		ev_end(&r, t, e->type);
 	}
 	q->n = 0;
 	if (frm.n >= s_frame)
@@ -841,6 +964,7 @@ static void synth(void)
 	end_frame();
 	fprintf(stderr, "mktrace: synth: %" PRIu64 " events, final allocated %" PRIu64 ", reserved %" PRIu64 "\n",
 		s_events, s_alloc, s_res);
+	synth_done = 1;
 }
 
 int main(int argc, char **argv)
@@ -884,6 +1008,9 @@ int main(int argc, char **argv)
 			die("corrupt offset %" PRId64 " outside the file (%zu bytes)", corrupts[i].off, file.n);
 		file.p[off] ^= (uint8_t)corrupts[i].x;
 	}
+	if (synth_done) /* for benchmarks: raw = decompressed record bytes */
+		fprintf(stderr, "mktrace: %zu bytes, %" PRIu64 " bytes raw in %d data frames\n", file.n, raw_total,
+			nframes);
 	FILE *out = fopen(argv[2], "wb");
 	if (!out || (file.n && fwrite(file.p, 1, file.n, out) != file.n) || fclose(out)) {
 		perror(argv[2]);
