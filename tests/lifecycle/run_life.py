@@ -190,11 +190,19 @@ class Ctx:
             fail("%s: trace files without the preload" % ref.label)
         return ok
 
-    def files(self, r):
-        stray = [f for f in os.listdir(r.dir) if f.startswith("dsmemtrace.")]
+    def files(self, r, killed=False):
+        """The trace files in DSMEMTRACE_DIR.  Anything else there (a
+        temporary file) is a failure, except after a SIGKILL (noted)."""
+        stray = [f for f in os.listdir(r.dir) if "dsmemtrace" in f]
         if stray:
             fail("%s: trace files outside DSMEMTRACE_DIR: %s" % (r.label, stray))
-        return sorted(os.listdir(r.tdir))
+        names = sorted(os.listdir(r.tdir))
+        other = [f for f in names if not f.startswith("dsmemtrace.")]
+        if other and killed:
+            note("%s: left %s" % (r.label, other))
+        elif other:
+            fail("%s: DSMEMTRACE_DIR holds %s besides the traces" % (r.label, other))
+        return [f for f in names if f.startswith("dsmemtrace.")]
 
     def name(self, pid, rank=None, sfx=""):
         return "dsmemtrace.%s.%d%s%s.zst" % (self.host, pid, ".rank%s" % rank if rank is not None else "", sfx)
@@ -507,7 +515,7 @@ def sc_sigkill(ctx):
                     env={"DSMEMTRACE_FLUSH_MS": str(fms)}, kill_after=delay)
         if r.status != ref.status:
             fail("%s: %s, expected %s" % (label, describe(r.status), describe(ref.status)))
-        files = ctx.files(r)
+        files = ctx.files(r, killed=True)
         log = [x for x in r.loglines if x[0] in "AF"]
         desc = "%s: delay %.0f ms, flush %d ms, %d events logged" % (label, delay * 1000, fms, len(log))
         if not files:
@@ -577,7 +585,7 @@ def sc_sigkill(ctx):
         r = ctx.run("sigkill-early-%d" % i, ["self-signal", "KILL", "--n", "1"], True)
         if r.status != ref.status:
             fail("%s: %s" % (r.label, describe(r.status)))
-        files = ctx.files(r)
+        files = ctx.files(r, killed=True)
         if not files:
             counts["no file"] += 1
             continue
