@@ -515,10 +515,8 @@ void dsmt_pause(void)
 	dsmt_in_hook = 1;
 	pthread_mutex_lock(&pause_mu);
 	if (!atomic_load(&dsmt_paused)) {
-		if (dsmt_writer_started())
-			emit_pause_records(DSMT_REC_PAUSE);
-		else
-			atomic_store(&paused_before_start, 1);
+		/* before the writer starts, records wait in the ring like NVTX events */
+		emit_pause_records(DSMT_REC_PAUSE);
 		atomic_store(&dsmt_paused, 1);
 	}
 	pthread_mutex_unlock(&pause_mu);
@@ -534,17 +532,16 @@ void dsmt_resume(void)
 	pthread_mutex_lock(&pause_mu);
 	if (atomic_load(&dsmt_paused)) {
 		atomic_store(&dsmt_paused, 0);
-		/* before the writer started nothing was recorded, so there is
-		 * nothing to resynchronise: the trace simply starts later */
-		if (dsmt_writer_started())
-			emit_pause_records(DSMT_REC_RESUME);
+		emit_pause_records(DSMT_REC_RESUME);
 	}
 	pthread_mutex_unlock(&pause_mu);
 	dsmt_in_hook = saved;
 }
 
 /* Signal context: no locks.  The writer performs the toggle when it runs;
- * before it exists, the flag is flipped here (nothing to record yet). */
+ * before it exists, the flag is flipped here without records, and a RESUME
+ * is written when the writer starts (the decoder then takes the allocator's
+ * totals). */
 void dsmt_toggle_request(void)
 {
 	if (dsmt_writer_started()) {

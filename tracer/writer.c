@@ -211,6 +211,12 @@ static void encode_event(const struct dsmt_ev *e)
 	case DSMT_REC_LOST:
 		dsmt_rb_u(&rb, e->c);
 		break;
+	case DSMT_REC_PAUSE:
+	case DSMT_REC_RESUME:
+		dsmt_rb_u(&rb, dev1);
+		dsmt_rb_u(&rb, e->a);
+		dsmt_rb_u(&rb, e->b);
+		break;
 	default:
 		return;
 	}
@@ -538,7 +544,20 @@ static const char *const RANK_VARS[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD
 static const char *const LOCAL_VARS[] = {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", NULL};
 static const char *const WORLD_VARS[] = {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL};
 
-static int open_trace(char *path, size_t cap)
+/* The trace file is written under a temporary name and given its real name
+ * only once its header is complete (link(2), which refuses an existing name,
+ * so nothing is ever clobbered): a process killed at any moment never leaves
+ * a file that does not decode.  Returns the fd; `path` receives the final
+ * name.  A name taken already (same pid in another container, an exec'd image
+ * of the same process) gets a numeric suffix. */
+static int open_trace_tmp(char *tmp, size_t cap)
+{
+	snprintf(tmp, cap, "%s/.dsmemtrace.%d.%llx.tmp", dsmt_cfg.dir, (int)getpid(),
+		 (unsigned long long)dsmt_now_ns());
+	return open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+}
+
+static int publish_trace(const char *tmp, char *path, size_t cap)
 {
 	char host[256] = "unknown";
 	gethostname(host, sizeof host - 1);
@@ -549,15 +568,22 @@ static int open_trace(char *path, size_t cap)
 	char rk[64] = "";
 	if (rank)
 		snprintf(rk, sizeof rk, ".rank%.40s", rank);
-	for (int i = 0; i < 100; i++) {
+	for (int i = 0; i < 1000; i++) {
 		char sfx[16] = "";
 		if (i)
 			snprintf(sfx, sizeof sfx, ".%d", i);
 		snprintf(path, cap, "%s/dsmemtrace.%s.%d%s%s.zst", dsmt_cfg.dir, host, (int)getpid(), rk, sfx);
-		int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-		if (fd >= 0 || errno != EEXIST)
-			return fd;
+		int rc = link(tmp, path);
+		if (rc != 0 && errno != EEXIST)
+			rc = renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE); /* no hard links here */
+		if (rc == 0) {
+			unlink(tmp); /* fails harmlessly after a rename */
+			return 0;
+		}
+		if (errno != EEXIST)
+			return -1;
 	}
+	errno = EEXIST;
 	return -1;
 }
 
@@ -743,8 +769,8 @@ static void *writer_main(void *arg)
 	 * mutex, and dlopen takes the loader lock */
 	if (dsmt_cfg.native_depth > 0 && dsmt_unwind_init() == 0)
 		atomic_store_explicit(&dsmt_unwind_ready, 1, memory_order_release);
-	char path[2048];
-	out_fd = open_trace(path, sizeof path);
+	char path[2048], tmp[2048];
+	out_fd = open_trace_tmp(tmp, sizeof tmp);
 	if (out_fd < 0) {
 		fail("cannot create the trace file in DSMEMTRACE_DIR");
 		ack_flush(~0ull >> 1);
@@ -755,10 +781,20 @@ static void *writer_main(void *arg)
 	    ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1))) {
 		errno = ENOMEM;
 		fail("cannot set up zstd");
+		unlink(tmp);
+		ack_flush(~0ull >> 1);
 		return NULL;
 	}
 	if (write_header() != 0) {
 		fail("cannot write the trace header");
+		unlink(tmp);
+		ack_flush(~0ull >> 1);
+		return NULL;
+	}
+	if (publish_trace(tmp, path, sizeof path) != 0) {
+		fail("cannot name the trace file in DSMEMTRACE_DIR");
+		unlink(tmp);
+		ack_flush(~0ull >> 1);
 		return NULL;
 	}
 	versions();
