@@ -552,6 +552,13 @@ static const char *const WORLD_VARS[] = {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COM
  * of the same process) gets a numeric suffix. */
 static int open_trace_tmp(char *tmp, size_t cap)
 {
+	/* an unnamed file where the filesystem can (nothing is left behind by a
+	 * SIGKILL before it is named), else a hidden temporary name */
+	int fd = open(dsmt_cfg.dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		snprintf(tmp, cap, "/proc/self/fd/%d", fd);
+		return fd;
+	}
 	snprintf(tmp, cap, "%s/.dsmemtrace.%d.%llx.tmp", dsmt_cfg.dir, (int)getpid(),
 		 (unsigned long long)dsmt_now_ns());
 	return open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -573,11 +580,13 @@ static int publish_trace(const char *tmp, char *path, size_t cap)
 		if (i)
 			snprintf(sfx, sizeof sfx, ".%d", i);
 		snprintf(path, cap, "%s/dsmemtrace.%s.%d%s%s.zst", dsmt_cfg.dir, host, (int)getpid(), rk, sfx);
-		int rc = link(tmp, path);
-		if (rc != 0 && errno != EEXIST)
+		int unnamed = !strncmp(tmp, "/proc/self/fd/", 14);
+		int rc = unnamed ? linkat(AT_FDCWD, tmp, AT_FDCWD, path, AT_SYMLINK_FOLLOW) : link(tmp, path);
+		if (rc != 0 && errno != EEXIST && !unnamed)
 			rc = renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE); /* no hard links here */
 		if (rc == 0) {
-			unlink(tmp); /* fails harmlessly after a rename */
+			if (!unnamed)
+				unlink(tmp); /* fails harmlessly after a rename */
 			return 0;
 		}
 		if (errno != EEXIST)
@@ -781,19 +790,22 @@ static void *writer_main(void *arg)
 	    ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1))) {
 		errno = ENOMEM;
 		fail("cannot set up zstd");
-		unlink(tmp);
+		if (strncmp(tmp, "/proc/", 6))
+			unlink(tmp);
 		ack_flush(~0ull >> 1);
 		return NULL;
 	}
 	if (write_header() != 0) {
 		fail("cannot write the trace header");
-		unlink(tmp);
+		if (strncmp(tmp, "/proc/", 6))
+			unlink(tmp);
 		ack_flush(~0ull >> 1);
 		return NULL;
 	}
 	if (publish_trace(tmp, path, sizeof path) != 0) {
 		fail("cannot name the trace file in DSMEMTRACE_DIR");
-		unlink(tmp);
+		if (strncmp(tmp, "/proc/", 6))
+			unlink(tmp);
 		ack_flush(~0ull >> 1);
 		return NULL;
 	}
