@@ -399,8 +399,8 @@ static struct dev *getdev_slow(struct ctx *c, unsigned dev1, uint64_t seq)
 /* The device of an allocator event (NULL: none, counted) */
 static inline struct dev *getdev(struct ctx *c, unsigned dev1, uint64_t seq)
 {
-	struct dev *d = c->dev[dev1]; /* dev1 <= 255 */
-	if (__builtin_expect(d != NULL && dev1 != 0 && dev1 <= DEV1_MAX, 1))
+	struct dev *d = c->dev[dev1]; /* dev1 <= 255; dev[0] and dev[255] stay NULL */
+	if (__builtin_expect(d != NULL, 1))
 		return d;
 	return getdev_slow(c, dev1, seq);
 }
@@ -478,7 +478,7 @@ static struct domstack *domstack(struct ctx *c, struct thread *t, uint64_t domai
 
 static inline void check_tot(struct ctx *c, uint64_t seq, const struct dsmt_event *e, const struct dev *d)
 {
-	if (c->ignore_totals || !(e->flags & DSMT_EVF_TOT))
+	if (c->ignore_totals) /* e is a torch ALLOC/FREE: it has them */
 		return;
 	c->tot_checked++;
 	if (e->tot != d->alloc) {
@@ -490,93 +490,104 @@ static inline void check_tot(struct ctx *c, uint64_t seq, const struct dsmt_even
 	}
 }
 
+/* A tensor block allocated or freed (torch ALLOC/FREE): the hot path. */
+static inline __attribute__((always_inline)) void replay_torch(struct ctx *c, uint64_t seq,
+							      const struct dsmt_event *e)
+{
+	struct dev *d = getdev(c, e->dev1, seq);
+	if (!d)
+		return;
+	d->used = 1;
+	if (e->type == DSMT_REC_ALLOC) {
+		int created;
+		struct dsmt_hent *h = dsmt_hmap_put(&d->tens, e->ptr, &created);
+		if (!h) {
+			c->nomem = 1;
+			return;
+		}
+		if (!created) {
+			if (!c->dbl_alloc++)
+				c->dbl_alloc_seq = seq;
+			d->alloc -= h->v;
+		}
+		h->v = e->size;
+		d->alloc += e->size;
+		if (d->alloc > d->pk_alloc)
+			d->pk_alloc = d->alloc;
+		d->allocs++;
+	} else {
+		d->frees++;
+		struct dsmt_hent old;
+		if (dsmt_hmap_del(&d->tens, e->ptr, &old)) {
+			d->alloc -= old.v;
+		} else if (!c->unk_free++) {
+			c->unk_free_seq = seq;
+			c->unk_free_ptr = e->ptr;
+		}
+	}
+	check_tot(c, seq, e, d);
+}
+
+static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e);
+
 /* Replay one event, in seq order. */
 static inline __attribute__((always_inline)) void replay(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
 {
 	c->events++;
 	if (e->ts > c->last_ts)
 		c->last_ts = e->ts;
+	if (__builtin_expect(e->api == DSMT_API_TORCH, 1)) /* api is 0 for all but ALLOC/FREE */
+		replay_torch(c, seq, e);
+	else
+		replay_other(c, seq, e);
+}
+
+/* Every other event: runtime allocations, OOM, NVTX, LOST, PAUSE/RESUME. */
+static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
+{
 	switch (e->type) {
-	case DSMT_REC_ALLOC:
-		if (e->api == DSMT_API_TORCH) {
+	case DSMT_REC_ALLOC: {
+		int torch = e->api == DSMT_API_CUDA_MALLOC && site_is_torch_now(c, e->x);
+		int created;
+		struct dsmt_hent *h = dsmt_hmap_put(&c->rt, e->ptr, &created);
+		if (!h) {
+			c->nomem = 1;
+			break;
+		}
+		if (!created && (h->aux >> 16) & 1) { /* replaced a live torch segment */
+			struct dev *od = c->dev[h->aux & 0xff];
+			if (od)
+				od->res -= h->v;
+		}
+		h->v = e->size;
+		h->aux = e->dev1 | (uint32_t)e->api << 8 | (uint32_t)torch << 16;
+		if (torch) {
 			struct dev *d = getdev(c, e->dev1, seq);
-			if (!d)
+			if (!d) {
+				h->aux &= ~(1u << 16);
 				break;
+			}
 			d->used = 1;
-			int created;
-			struct dsmt_hent *h = dsmt_hmap_put(&d->tens, e->ptr, &created);
-			if (!h) {
-				c->nomem = 1;
-				break;
-			}
-			if (!created) {
-				if (!c->dbl_alloc++)
-					c->dbl_alloc_seq = seq;
-				d->alloc -= h->v;
-			}
-			h->v = e->size;
-			d->alloc += e->size;
-			if (d->alloc > d->pk_alloc)
-				d->pk_alloc = d->alloc;
-			d->allocs++;
-			check_tot(c, seq, e, d);
-		} else {
-			int torch = e->api == DSMT_API_CUDA_MALLOC && site_is_torch_now(c, e->x);
-			int created;
-			struct dsmt_hent *h = dsmt_hmap_put(&c->rt, e->ptr, &created);
-			if (!h) {
-				c->nomem = 1;
-				break;
-			}
-			if (!created && (h->aux >> 16) & 1) { /* replaced a live torch segment */
-				struct dev *od = c->dev[h->aux & 0xff];
-				if (od)
-					od->res -= h->v;
-			}
-			h->v = e->size;
-			h->aux = e->dev1 | (uint32_t)e->api << 8 | (uint32_t)torch << 16;
-			if (torch) {
-				struct dev *d = getdev(c, e->dev1, seq);
-				if (!d) {
-					h->aux &= ~(1u << 16);
-					break;
-				}
-				d->used = 1;
-				d->res += e->size;
-				if (d->res > d->pk_res)
-					d->pk_res = d->res;
-			}
+			d->res += e->size;
+			if (d->res > d->pk_res)
+				d->pk_res = d->res;
 		}
 		break;
-	case DSMT_REC_FREE:
-		if (e->api == DSMT_API_TORCH) {
-			struct dev *d = getdev(c, e->dev1, seq);
-			if (!d)
-				break;
-			d->used = 1;
-			d->frees++;
-			struct dsmt_hent old;
-			if (dsmt_hmap_del(&d->tens, e->ptr, &old)) {
-				d->alloc -= old.v;
-			} else if (!c->unk_free++) {
-				c->unk_free_seq = seq;
-				c->unk_free_ptr = e->ptr;
+	}
+	case DSMT_REC_FREE: {
+		struct dsmt_hent old;
+		if (dsmt_hmap_del(&c->rt, e->ptr, &old)) {
+			if ((old.aux >> 16) & 1) {
+				struct dev *d = c->dev[old.aux & 0xff];
+				if (d)
+					d->res -= old.v;
 			}
-			check_tot(c, seq, e, d);
-		} else {
-			struct dsmt_hent old;
-			if (dsmt_hmap_del(&c->rt, e->ptr, &old)) {
-				if ((old.aux >> 16) & 1) {
-					struct dev *d = c->dev[old.aux & 0xff];
-					if (d)
-						d->res -= old.v;
-				}
-			} else if (e->ptr != 0 && !c->rt_unk_free++) {
-				c->rt_unk_seq = seq;
-				c->rt_unk_ptr = e->ptr;
-			}
+		} else if (e->ptr != 0 && !c->rt_unk_free++) {
+			c->rt_unk_seq = seq;
+			c->rt_unk_ptr = e->ptr;
 		}
 		break;
+	}
 	case DSMT_REC_OOM:
 		c->ooms++;
 		break;
@@ -759,22 +770,47 @@ static inline __attribute__((always_inline)) uint64_t get_var8(const uint8_t **q
 		*q += 1;
 		return x & 0x7f;
 	}
-	uint64_t stop = ~x & 0x8080808080808080ULL; /* high bit clear: the last byte */
+	uint32_t m = ~(uint32_t)x & 0x80808080u; /* high bit clear: the last byte */
+	if (__builtin_expect(m != 0, 1)) {       /* 2 to 4 bytes */
+		uint32_t y = (uint32_t)x & (m ^ (m - 1)); /* the varint's bytes */
+		*q += ((unsigned)__builtin_ctz(m) + 1) / 8;
+		y = ((y & 0x7f007f00u) >> 1) | (y & 0x007f007fu);
+		return ((y & 0x3fff0000u) >> 2) | (y & 0x00003fffu);
+	}
+	uint64_t stop = ~x & 0x8080808080808080ULL;
 	if (__builtin_expect(!stop, 0)) {
 		*slow = 1;
 		return 0;
 	}
-	unsigned bits = (unsigned)__builtin_ctzll(stop) + 1; /* 8 x length */
-	*q += bits / 8;
-	if (__builtin_expect(bits <= 32, 1)) { /* 2 to 4 bytes: 32-bit masks */
-		uint32_t y = (uint32_t)x & (0xffffffffu >> (32 - bits));
-		y = ((y & 0x7f007f00u) >> 1) | (y & 0x007f007fu);
-		return ((y & 0x3fff0000u) >> 2) | (y & 0x00003fffu);
-	}
-	x &= ~0ULL >> (64 - bits);
+	x &= stop ^ (stop - 1);
+	*q += ((unsigned)__builtin_ctzll(stop) + 1) / 8;
 	x = ((x & 0x7f007f007f007f00ULL) >> 1) | (x & 0x007f007f007f007fULL);
 	x = ((x & 0x3fff00003fff0000ULL) >> 2) | (x & 0x00003fff00003fffULL);
 	return ((x & 0x0fffffff00000000ULL) >> 4) | (x & 0x000000000fffffffULL);
+}
+
+/* The checked decoder: every read bounded by the payload end. */
+static void ev_fields_checked_(unsigned want, const uint8_t *pl, size_t pn, uint64_t *g, int *bad)
+{
+	struct dsmt_cur cu;
+	dsmt_cur_init(&cu, pl, pn);
+	unsigned i = 0;
+	for (; i < want && cu.p < cu.end; i++)
+		g[i] = dsmt_cur_u(&cu);
+	for (; i < want; i++)
+		g[i] = 0;
+	*bad = cu.bad;
+}
+
+/* (copied with constant indices, so that f[] may live in registers) */
+static inline __attribute__((always_inline)) void ev_fields_checked(const unsigned want, const uint8_t *pl,
+								   size_t pn, uint64_t *f, int *bad)
+{
+	uint64_t g[EV_FIELDS_MAX];
+	ev_fields_checked_(want, pl, pn, g, bad);
+#pragma GCC unroll 16
+	for (unsigned i = 0; i < want; i++)
+		f[i] = g[i];
 }
 
 /* Decode the first `want` varints of an event payload into f[] (fields past
@@ -798,14 +834,50 @@ static inline __attribute__((always_inline)) void ev_fields(const unsigned want,
 		f[i] = get_var8(&q, &slow);
 	if (__builtin_expect(!slow && q <= pl + pn, 1))
 		return;
-	struct dsmt_cur cu;
-	dsmt_cur_init(&cu, pl, pn);
-	unsigned i = 0;
-	for (; i < want && cu.p < cu.end; i++)
-		f[i] = dsmt_cur_u(&cu);
-	for (; i < want; i++)
-		f[i] = 0;
-	*bad = cu.bad;
+	ev_fields_checked(want, pl, pn, f, bad);
+}
+
+/* ev_fields for ALLOC/FREE, the bulk of every trace: the fields that are
+ * one byte in nearly every record (api dev1, then stream stack sdsite
+ * stot_alloc stot_reserved dseq dts) are checked and taken a word at a time;
+ * sdptr and size one by one.  Same results as ev_fields(FA_N + 2, ...),
+ * except that with all = 0 (the replay) stream, stack and stot_reserved may
+ * be left unset. */
+static inline __attribute__((always_inline)) void mem_fields(const uint8_t *pl, size_t pn, uint64_t *f,
+							    int *bad, const int all)
+{
+	_Static_assert(FA_API == 0 && FA_DEV1 == 1 && FA_SDPTR == 2 && FA_SIZE == 3 && FA_STREAM == 4 &&
+			       FA_N == 9,
+		       "mem_fields follows the ALLOC/FREE field order");
+	const uint8_t *q = pl;
+	int slow = 0;
+	uint64_t w = load64(q);
+	if (__builtin_expect(!(w & 0x8080), 1)) {
+		f[FA_API] = w & 0xff;
+		f[FA_DEV1] = (w >> 8) & 0xff;
+		q += 2;
+	} else {
+		f[FA_API] = get_var8(&q, &slow);
+		f[FA_DEV1] = get_var8(&q, &slow);
+	}
+	f[FA_SDPTR] = get_var8(&q, &slow);
+	f[FA_SIZE] = get_var8(&q, &slow);
+	w = load64(q);
+	if (__builtin_expect(!(w & 0x0080808080808080ULL), 1)) { /* the 7 fields left: one byte each */
+#pragma GCC unroll 8
+		for (unsigned i = 0; i < 7; i++)
+			if (all || (FA_STREAM + i != FA_STREAM && FA_STREAM + i != FA_STACK &&
+				    FA_STREAM + i != FA_STOT_RES))
+				f[FA_STREAM + i] = (w >> (8 * i)) & 0xff;
+		q += 7;
+	} else {
+#pragma GCC unroll 8
+		for (unsigned i = FA_STREAM; i < FA_N + 2; i++)
+			f[i] = get_var8(&q, &slow);
+	}
+	if (__builtin_expect(!slow && q <= pl + pn, 1))
+		return;
+	ev_fields_checked(FA_N + 2, pl, pn, f, bad);
 }
 
 static inline uint8_t clamp8(uint64_t v) { return v > 255 ? 255 : (uint8_t)v; }
@@ -815,29 +887,65 @@ struct evx {
 	uint64_t stream, stack, tot_res;
 };
 
-/* Decode event record `type` (payload pl, pn) of thread t: apply and update
- * t's delta state, fill *e (all but tidx and type) and, when x is not NULL,
- * *x.  Returns the event's seq; sets *bad on a malformed varint. */
-static inline __attribute__((always_inline)) uint64_t ev_decode(struct thread *t, unsigned type,
-								 const uint8_t *pl, size_t pn,
-								 struct dsmt_event *e, struct evx *x, int *bad)
+static inline int is_mem(unsigned type) { return (type | 1) == DSMT_REC_FREE; } /* ALLOC, FREE */
+
+/* Decode the fields of event record `type` (payload pl, pn) into f[].
+ * Returns n: f[n] is dseq, f[n + 1] dts.  Sets *bad on a malformed varint.
+ * mem: type is ALLOC or FREE (a constant, for the hot path); all: every
+ * field is needed (--dump; else see mem_fields). */
+static inline __attribute__((always_inline)) unsigned ev_parse(const int mem, const int all, unsigned type,
+								const uint8_t *pl, size_t pn, uint64_t *f, int *bad)
 {
-	uint64_t f[EV_FIELDS_MAX];
-	unsigned n; /* type-specific fields: dseq is f[n], dts f[n + 1] */
-	e->api = 0;
-	e->flags = 0;
-	e->dev1 = 0;
-	e->ptr = e->size = e->x = e->tot = 0;
+	if (mem) { /* the caller knows: ALLOC or FREE */
+		mem_fields(pl, pn, f, bad, all);
+		return FA_N;
+	}
 	switch (type) {
-	case DSMT_REC_ALLOC:
-	case DSMT_REC_FREE: {
-		n = FA_N;
-		ev_fields(FA_N + 2, pl, pn, f, bad);
-		e->api = clamp8(f[FA_API]);
-		e->dev1 = clamp8(f[FA_DEV1]);
+	case DSMT_REC_OOM:
+		ev_fields(FO_N + 2, pl, pn, f, bad);
+		return FO_N;
+	case DSMT_REC_NVTX_PUSH:
+	case DSMT_REC_NVTX_MARK:
+		ev_fields(FN_N + 2, pl, pn, f, bad);
+		return FN_N;
+	case DSMT_REC_NVTX_POP:
+		ev_fields(FP_N + 2, pl, pn, f, bad);
+		return FP_N;
+	case DSMT_REC_NVTX_START:
+		ev_fields(FS_N + 2, pl, pn, f, bad);
+		return FS_N;
+	case DSMT_REC_PAUSE:
+	case DSMT_REC_RESUME:
+		ev_fields(FT_N + 2, pl, pn, f, bad);
+		return FT_N;
+	default: /* DSMT_REC_NVTX_END, DSMT_REC_LOST */
+		ev_fields(F1_N + 2, pl, pn, f, bad);
+		return F1_N;
+	}
+}
+
+/* The rest of an event parsed by ev_parse (its seq is already taken from
+ * t's delta state): apply and update the rest of t's delta state, fill *e
+ * (all but seq, tidx and type) and, when x is not NULL, *x.  mem: as for
+ * ev_parse. */
+static inline __attribute__((always_inline)) void ev_fill(const int mem, struct thread *t, unsigned type,
+							 const uint64_t *f, unsigned n, struct dsmt_event *e,
+							 struct evx *x)
+{
+	e->ts = t->ts += f[n + 1];
+	e->flags = 0;
+	if (mem) {
+		if (__builtin_expect((f[FA_API] | f[FA_DEV1]) < 256, 1)) {
+			e->api = (uint8_t)f[FA_API];
+			e->dev1 = (uint8_t)f[FA_DEV1];
+		} else {
+			e->api = clamp8(f[FA_API]);
+			e->dev1 = clamp8(f[FA_DEV1]);
+		}
 		e->ptr = t->ptr += (uint64_t)dsmt_dec_unzigzag(f[FA_SDPTR]);
 		e->size = f[FA_SIZE];
 		e->x = t->site += (uint64_t)dsmt_dec_unzigzag(f[FA_SDSITE]);
+		e->tot = 0;
 		if (f[FA_API] == DSMT_API_TORCH) { /* the allocator's totals, predicted */
 			t->tot_alloc += (type == DSMT_REC_ALLOC ? e->size : -e->size) +
 					(uint64_t)dsmt_dec_unzigzag(f[FA_STOT_ALLOC]);
@@ -850,59 +958,158 @@ static inline __attribute__((always_inline)) uint64_t ev_decode(struct thread *t
 			x->stream = f[FA_STREAM];
 			x->stack = f[FA_STACK];
 		}
-		break;
+		return;
 	}
+	e->api = 0;
+	e->dev1 = 0;
+	e->ptr = e->size = e->x = e->tot = 0;
+	switch (type) {
 	case DSMT_REC_OOM:
-		n = FO_N;
-		ev_fields(FO_N + 2, pl, pn, f, bad);
 		e->dev1 = clamp8(f[FO_DEV1]);
 		e->size = f[FO_SIZE];
 		e->tot = f[FO_TOT_ALLOC];
 		e->x = t->site += (uint64_t)dsmt_dec_unzigzag(f[FO_SDSITE]);
 		if (x) {
-			x->stream = 0;
 			x->stack = f[FO_STACK];
 			x->tot_res = f[FO_TOT_RES];
 		}
 		break;
 	case DSMT_REC_NVTX_PUSH:
 	case DSMT_REC_NVTX_MARK:
-		n = FN_N;
-		ev_fields(FN_N + 2, pl, pn, f, bad);
 		e->ptr = f[FN_DOMAIN];
 		e->x = f[FN_NAME];
 		break;
 	case DSMT_REC_NVTX_POP:
-		n = FP_N;
-		ev_fields(FP_N + 2, pl, pn, f, bad);
 		e->ptr = f[FP_DOMAIN];
 		break;
 	case DSMT_REC_NVTX_START:
-		n = FS_N;
-		ev_fields(FS_N + 2, pl, pn, f, bad);
 		e->size = f[FS_RANGE];
 		e->ptr = f[FS_DOMAIN];
 		e->x = f[FS_NAME];
 		break;
 	case DSMT_REC_PAUSE:
 	case DSMT_REC_RESUME:
-		n = FT_N;
-		ev_fields(FT_N + 2, pl, pn, f, bad);
 		e->dev1 = clamp8(f[FT_DEV1]);
 		e->tot = f[FT_TOT_ALLOC];
-		if (x) {
-			x->stream = x->stack = 0;
+		if (x)
 			x->tot_res = f[FT_TOT_RES];
-		}
 		break;
 	default: /* DSMT_REC_NVTX_END, DSMT_REC_LOST */
-		n = F1_N;
-		ev_fields(F1_N + 2, pl, pn, f, bad);
 		e->size = f[F1_VALUE];
 		break;
 	}
-	e->ts = t->ts += f[n + 1];
-	return t->seq += f[n];
+}
+
+/* --dump: one event line. */
+static void dump_event(struct ctx *c, const struct thread *t, unsigned type, uint64_t seq,
+		       const struct dsmt_event *e, const struct evx *xp, unsigned fidx)
+{
+	FILE *df = c->dump;
+	const struct evx x = *xp;
+	const char *name = rec_name(type); /* never NULL for an event */
+	fprintf(df, "%u %s seq=%" PRIu64 " ts=%" PRIu64 " tid=%" PRIu64, fidx, name ? name : "?", seq,
+		e->ts, t->tid);
+	switch (type) {
+	case DSMT_REC_ALLOC:
+	case DSMT_REC_FREE: {
+		const char *an = api_name(e->api);
+		if (an)
+			fprintf(df, " api=%s", an);
+		else
+			fprintf(df, " api=%u", e->api);
+		put_dev(df, e->dev1);
+		fprintf(df, " ptr=0x%" PRIx64 " size=%" PRIu64 " stream=0x%" PRIx64 " stack=%" PRIu64
+			" site=0x%" PRIx64, e->ptr, e->size, x.stream, x.stack, e->x);
+		if (e->flags & DSMT_EVF_TOT)
+			fprintf(df, " tot_alloc=%" PRIu64 " tot_reserved=%" PRIu64, e->tot, x.tot_res);
+		break;
+	}
+	case DSMT_REC_OOM:
+		put_dev(df, e->dev1);
+		fprintf(df, " size=%" PRIu64 " tot_alloc=%" PRIu64 " tot_reserved=%" PRIu64
+			" stack=%" PRIu64 " site=0x%" PRIx64, e->size, e->tot, x.tot_res, x.stack, e->x);
+		break;
+	case DSMT_REC_NVTX_PUSH:
+	case DSMT_REC_NVTX_MARK:
+		put_strid(c, "domain", e->ptr);
+		put_strid(c, "name", e->x);
+		break;
+	case DSMT_REC_NVTX_POP:
+		put_strid(c, "domain", e->ptr);
+		break;
+	case DSMT_REC_NVTX_START:
+		fprintf(df, " range_id=%" PRIu64, e->size);
+		put_strid(c, "domain", e->ptr);
+		put_strid(c, "name", e->x);
+		break;
+	case DSMT_REC_NVTX_END:
+		fprintf(df, " range_id=%" PRIu64, e->size);
+		break;
+	case DSMT_REC_LOST:
+		fprintf(df, " count=%" PRIu64, e->size);
+		break;
+	case DSMT_REC_PAUSE:
+	case DSMT_REC_RESUME:
+		put_dev(df, e->dev1);
+		fprintf(df, " tot_alloc=%" PRIu64 " tot_reserved=%" PRIu64, e->tot, x.tot_res);
+		break;
+	}
+	fputc('\n', df);
+}
+
+
+/* One event record of thread t: replay it (in seq order) or dump it.  0, or
+ * -1 when damaged.  mem: type is ALLOC or FREE (a constant). */
+static inline __attribute__((always_inline)) int event_record(struct ctx *c, struct thread *t, unsigned type,
+							     const uint8_t *pl, size_t pn, const uint8_t *rec,
+							     unsigned fidx, const int mem)
+{
+	struct dsmt_event ev;
+	uint64_t f[EV_FIELDS_MAX];
+	int bad = 0;
+	unsigned n = c->mode == PASS_REPLAY ? ev_parse(mem, 0, type, pl, pn, f, &bad)
+					    : ev_parse(mem, 1, type, pl, pn, f, &bad);
+	if (bad)
+		return damage(c, rec, "malformed varint in an event");
+	uint64_t seq = t->seq += f[n];
+	if (c->mode == PASS_REPLAY) {
+		/* in order (the usual case): decoded into ev and replayed
+		 * straight away; early: decoded into its reorder slot */
+		struct dsmt_reorder *ro = &c->ro;
+		struct dsmt_event *e = &ev;
+		if (seq != ro->next) {
+			int err;
+			e = dsmt_reorder_slot(ro, seq, &err);
+			if (!e) {
+				if (err)
+					return damage(c, rec, "events too far out of sequence order (reorder window exceeded)");
+				ev_fill(mem, t, type, f, n, &ev, NULL); /* a repeated seq: for the delta state only */
+				return 0;
+			}
+		}
+		ev_fill(mem, t, type, f, n, e, NULL);
+		e->tidx = t->idx;
+		e->type = (uint8_t)type; /* a reorder slot is live from here */
+		const struct dsmt_event *d = &ev;
+		if (e != &ev && !(d = dsmt_reorder_peek(ro)))
+			return 0;
+		/* then whatever became due in the window */
+		for (;;) {
+			replay(c, ro->next, d);
+			if (d == &ev)
+				ro->next++;
+			else
+				dsmt_reorder_pop(ro);
+			if (!(d = dsmt_reorder_peek(ro)))
+				break;
+		}
+		return 0;
+	}
+	/* dump */
+	struct evx x = {0, 0, 0};
+	ev_fill(mem, t, type, f, n, &ev, &x);
+	dump_event(c, t, type, seq, &ev, &x, fidx);
+	return 0;
 }
 
 /* Walk one record stream (the header's or a frame's).  0 ok, -1 damaged. */
@@ -934,95 +1141,11 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 				return damage(c, rec, "event before any THREAD record in the frame");
 			if (mode == PASS_DEFS)
 				continue;
-			struct dsmt_event ev;
-			int bad = 0;
-			if (mode == PASS_REPLAY) {
-				uint64_t seq = ev_decode(t, type, pl, pn, &ev, NULL, &bad);
-				if (bad)
-					return damage(c, rec, "malformed varint in an event");
-				ev.tidx = t->idx;
-				ev.type = (uint8_t)type;
-				struct dsmt_reorder *ro = &c->ro;
-				const struct dsmt_event *d = &ev;
-				if (seq != ro->next) { /* early: into the reorder window */
-					int err;
-					struct dsmt_event *s = dsmt_reorder_slot(ro, seq, &err);
-					if (!s) {
-						if (err)
-							return damage(c, rec, "events too far out of sequence order (reorder window exceeded)");
-						continue; /* a repeated seq: decoded for the delta state, then dropped */
-					}
-					*s = ev;
-					if (!(d = dsmt_reorder_peek(ro)))
-						continue;
-				}
-				/* in order (the usual case: straight from the record), then
-				 * whatever became due in the window */
-				for (;;) {
-					replay(c, ro->next, d);
-					if (d == &ev)
-						ro->next++;
-					else
-						dsmt_reorder_pop(ro);
-					if (!(d = dsmt_reorder_peek(ro)))
-						break;
-				}
-				continue;
-			}
-			/* dump */
-			struct evx x = {0, 0, 0};
-			uint64_t seq = ev_decode(t, type, pl, pn, &ev, &x, &bad);
-			if (bad)
-				return damage(c, rec, "malformed varint in an event");
-			struct dsmt_event *e = &ev;
-			fprintf(df, "%u %s seq=%" PRIu64 " ts=%" PRIu64 " tid=%" PRIu64, fidx, rec_name(type),
-				seq, e->ts, t->tid);
-			switch (type) {
-			case DSMT_REC_ALLOC:
-			case DSMT_REC_FREE: {
-				const char *an = api_name(e->api);
-				if (an)
-					fprintf(df, " api=%s", an);
-				else
-					fprintf(df, " api=%u", e->api);
-				put_dev(df, e->dev1);
-				fprintf(df, " ptr=0x%" PRIx64 " size=%" PRIu64 " stream=0x%" PRIx64 " stack=%" PRIu64
-					" site=0x%" PRIx64, e->ptr, e->size, x.stream, x.stack, e->x);
-				if (e->flags & DSMT_EVF_TOT)
-					fprintf(df, " tot_alloc=%" PRIu64 " tot_reserved=%" PRIu64, e->tot, x.tot_res);
-				break;
-			}
-			case DSMT_REC_OOM:
-				put_dev(df, e->dev1);
-				fprintf(df, " size=%" PRIu64 " tot_alloc=%" PRIu64 " tot_reserved=%" PRIu64
-					" stack=%" PRIu64 " site=0x%" PRIx64, e->size, e->tot, x.tot_res, x.stack, e->x);
-				break;
-			case DSMT_REC_NVTX_PUSH:
-			case DSMT_REC_NVTX_MARK:
-				put_strid(c, "domain", e->ptr);
-				put_strid(c, "name", e->x);
-				break;
-			case DSMT_REC_NVTX_POP:
-				put_strid(c, "domain", e->ptr);
-				break;
-			case DSMT_REC_NVTX_START:
-				fprintf(df, " range_id=%" PRIu64, e->size);
-				put_strid(c, "domain", e->ptr);
-				put_strid(c, "name", e->x);
-				break;
-			case DSMT_REC_NVTX_END:
-				fprintf(df, " range_id=%" PRIu64, e->size);
-				break;
-			case DSMT_REC_LOST:
-				fprintf(df, " count=%" PRIu64, e->size);
-				break;
-			case DSMT_REC_PAUSE:
-			case DSMT_REC_RESUME:
-				put_dev(df, e->dev1);
-				fprintf(df, " tot_alloc=%" PRIu64 " tot_reserved=%" PRIu64, e->tot, x.tot_res);
-				break;
-			}
-			fputc('\n', df);
+			/* ALLOC/FREE (nearly all of them) get their own copy of the code */
+			int r = is_mem(type) ? event_record(c, t, type, pl, pn, rec, fidx, 1)
+					     : event_record(c, t, type, pl, pn, rec, fidx, 0);
+			if (r)
+				return r;
 			continue;
 		}
 

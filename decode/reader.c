@@ -193,8 +193,9 @@ static int damaged_at(struct dsmt_reader *r, size_t off, const char *why)
 }
 
 /* Make room for `need` bytes of output (plus padding) right after the
- * history: slide the history to the start of the window, grow it if that is
- * not enough.  0 or -1 (no memory). */
+ * history: slide the history to the start of the window, after growing the
+ * window to a few times what one frame and its history need, so that it
+ * slides only every few frames.  0 or -1 (no memory). */
 static int win_room(struct dsmt_reader *r, size_t need)
 {
 	size_t keep = r->hist_len;
@@ -202,19 +203,18 @@ static int win_room(struct dsmt_reader *r, size_t need)
 		r->win_used = 0; /* no history: every frame at the start */
 	if (r->win && r->win_used + need + DSMT_FRAME_PAD <= r->win_cap)
 		return 0;
+	size_t want = keep + need + DSMT_FRAME_PAD;
+	size_t target = want <= ((size_t)16 << 20) ? 4 * want : want <= ((size_t)64 << 20) ? 2 * want : want;
+	if (!r->win || r->win_cap < target) {
+		uint8_t *nw = realloc(r->win, target);
+		if (!nw)
+			return -1;
+		r->win = nw;
+		r->win_cap = target;
+	}
 	if (keep && r->win_used > keep)
 		memmove(r->win, r->win + r->win_used - keep, keep);
 	r->win_used = keep;
-	size_t want = keep + need + DSMT_FRAME_PAD;
-	if (r->win && want <= r->win_cap)
-		return 0;
-	/* twice what is needed, so the history slides only every few frames */
-	size_t ncap = want <= ((size_t)64 << 20) ? 2 * want : want;
-	uint8_t *nw = realloc(r->win, ncap);
-	if (!nw)
-		return -1;
-	r->win = nw;
-	r->win_cap = ncap;
 	return 0;
 }
 

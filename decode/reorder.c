@@ -7,6 +7,7 @@ void dsmt_reorder_init(struct dsmt_reorder *r, size_t max_entries)
 {
 	memset(r, 0, sizeof(*r));
 	r->max = max_entries ? max_entries : DSMT_REORDER_MAX;
+	r->lo = UINT64_MAX;
 }
 
 void dsmt_reorder_free(struct dsmt_reorder *r)
@@ -15,6 +16,19 @@ void dsmt_reorder_free(struct dsmt_reorder *r)
 	r->ring = NULL;
 	r->cap = 0;
 	r->held = 0;
+	r->lo = UINT64_MAX;
+}
+
+void dsmt_reorder_rescan(struct dsmt_reorder *r)
+{
+	if (!r->held) {
+		r->lo = UINT64_MAX;
+		return;
+	}
+	uint64_t s = r->next > r->lo ? r->next : r->lo;
+	while (s < r->hi && !r->ring[s & (r->cap - 1)].type)
+		s++; /* each seq is passed over once: later ones start above it */
+	r->lo = s;
 }
 
 int dsmt_reorder_room(struct dsmt_reorder *r, uint64_t seq)
@@ -73,8 +87,10 @@ void dsmt_reorder_flush(struct dsmt_reorder *r, dsmt_emit_fn emit, void *ctx)
 {
 	while (r->held) {
 		if (!dsmt_reorder_peek(r)) {
-			r->gaps++;
-			r->next++;
+			if (r->next >= r->lo) /* lo was stale: found again */
+				dsmt_reorder_rescan(r);
+			r->gaps += r->lo - r->next; /* never seen */
+			r->next = r->lo;
 			continue;
 		}
 		drain(r, emit, ctx);

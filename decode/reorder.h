@@ -22,6 +22,8 @@ struct dsmt_reorder {
 	uint64_t next; /* next seq to hand out; everything below was handed out or skipped */
 	size_t held;   /* events in the ring */
 	uint64_t hi;   /* 1 + highest seq held (valid when held > 0) */
+	uint64_t lo;   /* no seq below lo is held (UINT64_MAX when none is held): while
+	                * next < lo, dsmt_reorder_peek need not look at the ring */
 	uint64_t gaps; /* seqs skipped by dsmt_reorder_flush (never seen) */
 	uint64_t dups; /* events whose seq was already seen or handed out */
 };
@@ -32,6 +34,8 @@ void dsmt_reorder_init(struct dsmt_reorder *r, size_t max_entries);
 void dsmt_reorder_free(struct dsmt_reorder *r);
 /* Out of line: make room for seq (grow the ring).  0 or -1 (bound/memory). */
 int dsmt_reorder_room(struct dsmt_reorder *r, uint64_t seq);
+/* Out of line: next is not held; find the lowest seq held (sets lo). */
+void dsmt_reorder_rescan(struct dsmt_reorder *r);
 
 /* The slot to fill for seq, or NULL: *err = 0 for a duplicate (counted and
  * to be dropped), -1 when seq is beyond the bound.  The caller fills the slot
@@ -56,16 +60,21 @@ static inline struct dsmt_event *dsmt_reorder_slot(struct dsmt_reorder *r, uint6
 	}
 	if (r->held++ == 0 || seq >= r->hi)
 		r->hi = seq + 1;
+	if (seq < r->lo)
+		r->lo = seq;
 	return e;
 }
 
 /* The event with seq r->next if it is there, else NULL. */
 static inline struct dsmt_event *dsmt_reorder_peek(struct dsmt_reorder *r)
 {
-	if (!r->held)
+	if (__builtin_expect(r->next < r->lo, 1)) /* also when nothing is held */
 		return NULL;
 	struct dsmt_event *e = &r->ring[r->next & (r->cap - 1)];
-	return e->type ? e : NULL;
+	if (e->type)
+		return e;
+	dsmt_reorder_rescan(r);
+	return NULL;
 }
 
 /* Drop the event dsmt_reorder_peek returned. */
@@ -73,7 +82,7 @@ static inline void dsmt_reorder_pop(struct dsmt_reorder *r)
 {
 	r->ring[r->next & (r->cap - 1)].type = 0;
 	r->next++;
-	r->held--;
+	r->lo = --r->held ? r->next : UINT64_MAX; /* nothing below next is held */
 }
 
 /* Convenience (tests): add one event, hand out what became due.

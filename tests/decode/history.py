@@ -10,6 +10,7 @@ usage: history.py MKTRACE DSMEMDECODE WORKDIR
 """
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -130,6 +131,59 @@ for n in ("p_default", "p_100", "p_none"):
             rc, out, err = run(["--format", "json", cutp])
             if rc != 0 or "damaged" in err or (want and want not in err) or (not want and "truncated" in err):
                 fails.append("%s cut at %d (frame %d): exit %d, stderr %r" % (n, cut, k, rc, err))
+
+# every field value comes back: random values of every magnitude (1 to 10
+# byte varints, both signs of the deltas), through the fast and the checked
+# field decoders, from the report as from --dump
+rng = random.Random(7)
+
+
+def rnd():
+    return rng.choice([0, 1, 127, 128, 16383, 16384, (1 << 32) - 1, 1 << 32, (1 << 63) + 5, (1 << 64) - 1,
+                       rng.randrange(1 << rng.randrange(1, 65))])
+
+
+lines, want = ["meta host vals"], []
+for i in range(3000):
+    if i % 500 == 0:
+        lines.append("frame")
+    if i % 7 == 0:
+        lines.append("thread %d" % (1 + i % 3))
+    kind = rng.choice(["alloc", "free"])
+    api = rng.choice(["torch", "malloc", "async", "200", str(rng.randrange(1 << 40))])
+    v = dict(ptr=rnd(), size=rnd(), stream=rnd(), stack=rnd(), site=rnd(), dev=rng.choice([0, 1, 5, 253]))
+    tot = (rnd(), rnd()) if api == "torch" else None
+    lines.append("%s seq=%d ts=%d api=%s %s%s" % (kind, i, 10 * i + rng.randrange(3), api,
+                 " ".join("%s=%d" % kv for kv in v.items()), " tot=%d,%d" % tot if tot else ""))
+    want.append((i, kind.upper(), v, tot))
+vp = os.path.join(WORK, "values.txt")
+with open(vp, "w") as f:
+    f.write("\n".join(lines) + "\n")
+subprocess.run([MK, vp, os.path.join(WORK, "values.zst")], check=True)
+rc, out, err = run(["--dump", os.path.join(WORK, "values.zst")])
+got = {}
+for l in out.splitlines():
+    w = l.split(" ")
+    if len(w) > 2 and w[1] in ("ALLOC", "FREE"):
+        d = dict(x.split("=", 1) for x in w[2:] if "=" in x)
+        got[int(d["seq"])] = (w[1], d)
+for seq, kind, v, tot in want:
+    if seq not in got:
+        fails.append("values: seq %d missing from --dump" % seq)
+        continue
+    k, d = got[seq]
+    ok = k == kind and int(d["ptr"], 16) == v["ptr"] and int(d["size"]) == v["size"] and \
+        int(d["stream"], 16) == v["stream"] and int(d["stack"]) == v["stack"] and \
+        int(d["site"], 16) == v["site"] and d["dev"] == str(v["dev"]) and int(d["ts"]) // 10 == seq
+    if tot:
+        ok = ok and int(d["tot_alloc"]) == tot[0] and int(d["tot_reserved"]) == tot[1]
+    if not ok:
+        fails.append("values: seq %d: wrote %s %s %s, --dump says %s %s" % (seq, kind, v, tot, k, d))
+        if len(fails) > 5:
+            break
+rc, out, err = run(["--format", "json", "-v", os.path.join(WORK, "values.zst")])
+if rc != 0 or '"events": 3000' not in out:
+    fails.append("values: report exit %d, %s" % (rc, err))
 
 if fails:
     print("\n".join(fails[:50]))
