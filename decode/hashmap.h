@@ -76,8 +76,9 @@ static inline struct dsmt_hent *dsmt_hmap_put(struct dsmt_hmap *m, uint64_t key,
 		}
 		return &m->zero;
 	}
-	/* keep the load factor under 1/2 */
-	if (!m->t || (m->count + 1) * 2 > m->mask + 1) {
+	/* keep the load factor under 1/4 (short probes; the maps of a trace are
+	 * small), under 1/2 from 1 M buckets on */
+	if (!m->t || (m->count + 1) * (m->mask >= ((size_t)1 << 20) ? 2 : 4) > m->mask + 1) {
 		if (dsmt_hmap_grow(m))
 			return NULL;
 	}
