@@ -763,10 +763,10 @@ static inline uint64_t load64(const uint8_t *p)
  * are readable).  A one-byte varint costs a load and a test; a longer one
  * (up to 8 bytes) is folded without branches.  Longer than 8 bytes: sets
  * *slow (the caller decodes the record again, checked). */
-static inline __attribute__((always_inline)) uint64_t get_var8(const uint8_t **q, int *slow)
+static inline __attribute__((always_inline)) uint64_t get_var8_(const uint8_t **q, int *slow, const int one)
 {
 	uint64_t x = load64(*q);
-	if (__builtin_expect(!(x & 0x80), 1)) {
+	if (one && __builtin_expect(!(x & 0x80), 1)) {
 		*q += 1;
 		return x & 0x7f;
 	}
@@ -787,6 +787,18 @@ static inline __attribute__((always_inline)) uint64_t get_var8(const uint8_t **q
 	x = ((x & 0x7f007f007f007f00ULL) >> 1) | (x & 0x007f007f007f007fULL);
 	x = ((x & 0x3fff00003fff0000ULL) >> 2) | (x & 0x00003fff00003fffULL);
 	return ((x & 0x0fffffff00000000ULL) >> 4) | (x & 0x000000000fffffffULL);
+}
+
+static inline __attribute__((always_inline)) uint64_t get_var8(const uint8_t **q, int *slow)
+{
+	return get_var8_(q, slow, 1);
+}
+
+/* The same for a field that is usually 2 to 4 bytes long: no branch on the
+ * length (a mispredicted one costs more than the folding). */
+static inline __attribute__((always_inline)) uint64_t get_var8_long(const uint8_t **q, int *slow)
+{
+	return get_var8_(q, slow, 0);
 }
 
 /* The checked decoder: every read bounded by the payload end. */
@@ -860,8 +872,8 @@ static inline __attribute__((always_inline)) void mem_fields(const uint8_t *pl, 
 		f[FA_API] = get_var8(&q, &slow);
 		f[FA_DEV1] = get_var8(&q, &slow);
 	}
-	f[FA_SDPTR] = get_var8(&q, &slow);
-	f[FA_SIZE] = get_var8(&q, &slow);
+	f[FA_SDPTR] = get_var8_long(&q, &slow);
+	f[FA_SIZE] = get_var8_long(&q, &slow);
 	w = load64(q);
 	if (__builtin_expect(!(w & 0x0080808080808080ULL), 1)) { /* the 7 fields left: one byte each */
 #pragma GCC unroll 8
