@@ -1135,6 +1135,17 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 	const int mode = c->mode;
 	const int defs = c->collect_defs;
 	for (;;) {
+		if (mode == PASS_REPLAY && c->cur) {
+			/* the bulk of a trace: ALLOC/FREE records of the current
+			 * thread (with a one-byte length), replayed in a tight loop */
+			struct thread *t = c->cur;
+			while (end - p >= 2 && is_mem(p[0]) && p[1] < 0x80 && p[1] <= end - p - 2) {
+				const uint8_t *rec = p;
+				p += 2 + p[1];
+				if (event_record(c, t, rec[0], rec + 2, rec[1], rec, fidx, 1))
+					return -1;
+			}
+		}
 		unsigned type;
 		const uint8_t *pl;
 		size_t pn;

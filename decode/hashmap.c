@@ -38,6 +38,9 @@ int dsmt_hmap_grow(struct dsmt_hmap *m)
 	}
 	m->t = nt;
 	m->mask = nmask;
+	/* keep the load factor under 1/4 (short probes; the maps of a trace are
+	 * small), under 1/2 from 1 M buckets on */
+	m->limit = ncap >= ((size_t)1 << 20) ? ncap / 2 : ncap / 4;
 	return 0;
 }
 

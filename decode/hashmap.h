@@ -20,6 +20,7 @@ struct dsmt_hmap {
 	struct dsmt_hent *t;
 	size_t mask;  /* capacity - 1 (capacity is a power of two), 0 when empty */
 	size_t count; /* entries in t (not counting the zero-key slot) */
+	size_t limit; /* count that makes it grow (0 when empty) */
 	int has_zero;
 	struct dsmt_hent zero;
 };
@@ -76,9 +77,7 @@ static inline struct dsmt_hent *dsmt_hmap_put(struct dsmt_hmap *m, uint64_t key,
 		}
 		return &m->zero;
 	}
-	/* keep the load factor under 1/4 (short probes; the maps of a trace are
-	 * small), under 1/2 from 1 M buckets on */
-	if (!m->t || (m->count + 1) * (m->mask >= ((size_t)1 << 20) ? 2 : 4) > m->mask + 1) {
+	if (m->count + 1 > m->limit) { /* see dsmt_hmap_grow */
 		if (dsmt_hmap_grow(m))
 			return NULL;
 	}
