@@ -1071,20 +1071,21 @@ static void dump_event(struct ctx *c, const struct thread *t, unsigned type, uin
 
 
 /* One event record of thread t: replay it (in seq order) or dump it.  0, or
- * -1 when damaged.  mem: type is ALLOC or FREE (a constant). */
+ * -1 when damaged.  mem: type is ALLOC or FREE; in_replay: the pass replays
+ * (constants). */
 static inline __attribute__((always_inline)) int event_record(struct ctx *c, struct thread *t, unsigned type,
 							     const uint8_t *pl, size_t pn, const uint8_t *rec,
-							     unsigned fidx, const int mem)
+							     unsigned fidx, const int mem, const int in_replay)
 {
+	const int replaying = in_replay || c->mode == PASS_REPLAY;
 	struct dsmt_event ev;
 	uint64_t f[EV_FIELDS_MAX];
 	int bad = 0;
-	unsigned n = c->mode == PASS_REPLAY ? ev_parse(mem, 0, type, pl, pn, f, &bad)
-					    : ev_parse(mem, 1, type, pl, pn, f, &bad);
+	unsigned n = replaying ? ev_parse(mem, 0, type, pl, pn, f, &bad) : ev_parse(mem, 1, type, pl, pn, f, &bad);
 	if (bad)
 		return damage(c, rec, "malformed varint in an event");
 	uint64_t seq = t->seq += f[n];
-	if (c->mode == PASS_REPLAY) {
+	if (replaying) {
 		/* in order (the usual case): decoded into ev and replayed
 		 * straight away; early: decoded into its reorder slot */
 		struct dsmt_reorder *ro = &c->ro;
@@ -1139,10 +1140,16 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 			/* the bulk of a trace: ALLOC/FREE records of the current
 			 * thread (with a one-byte length), replayed in a tight loop */
 			struct thread *t = c->cur;
-			while (end - p >= 2 && is_mem(p[0]) && p[1] < 0x80 && p[1] <= end - p - 2) {
+			for (;;) {
+				/* type 0x10/0x11 and length < 0x80 (the frame is padded
+				 * with zeros: p[0], p[1] are readable, and not an event
+				 * at the end) */
+				unsigned h = p[0] | (unsigned)p[1] << 8;
+				if ((h & 0x80fe) != DSMT_REC_ALLOC || p + 2 + (h >> 8) > end)
+					break;
 				const uint8_t *rec = p;
-				p += 2 + p[1];
-				if (event_record(c, t, rec[0], rec + 2, rec[1], rec, fidx, 1))
+				p += 2 + (h >> 8);
+				if (event_record(c, t, h & 0xff, rec + 2, h >> 8, rec, fidx, 1, 1))
 					return -1;
 			}
 		}
@@ -1165,8 +1172,8 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 			if (mode == PASS_DEFS)
 				continue;
 			/* ALLOC/FREE (nearly all of them) get their own copy of the code */
-			int r = is_mem(type) ? event_record(c, t, type, pl, pn, rec, fidx, 1)
-					     : event_record(c, t, type, pl, pn, rec, fidx, 0);
+			int r = is_mem(type) ? event_record(c, t, type, pl, pn, rec, fidx, 1, 0)
+					     : event_record(c, t, type, pl, pn, rec, fidx, 0, 0);
 			if (r)
 				return r;
 			continue;
