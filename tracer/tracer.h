@@ -20,7 +20,7 @@
 #define DSMT_MAX_DEPTH 64
 /* native frames captured per event unless DSMEMTRACE_NATIVE_DEPTH says otherwise;
  * chosen by measurement, see docs/decisions.md */
-#define DSMT_DEFAULT_NATIVE_DEPTH 4
+#define DSMT_DEFAULT_NATIVE_DEPTH 0
 
 struct dsmt_config {
 	char dir[1024];       /* DSMEMTRACE_DIR, default "." */
