@@ -1,11 +1,12 @@
-/* Two passes over a trace file:
- *   pass 1 (defs)   collects META, STRING and MODULE records (MODULE records
- *                   may follow the events whose call sites they resolve) and
- *                   finds where the file stops being readable;
- *   pass 2 (replay) decodes events, puts them back in seq order and replays
- *                   them into per-device live maps, cutting the run into
- *                   segments at every record that may be a step boundary.
- * Steps are then assembled from the segments once all markers are known. */
+/* One pass over a trace file (a second one only when a MODULE or STRING
+ * record came after an event whose replay depended on it): collects META,
+ * STRING and MODULE records, decodes events (field order and delta state:
+ * the "event records" section below, the only place that knows them), puts
+ * them back in seq order (events already in order skip the reorder window)
+ * and replays them into per-device live maps, cutting the run into segments
+ * at every record that may be a step boundary.  Steps are then assembled
+ * from the segments once all markers are known.  --dump walks the file once
+ * more, printing every record. */
 #include "decode.h"
 
 #include <inttypes.h>

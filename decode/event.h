@@ -11,7 +11,7 @@ struct dsmt_event {
 	uint64_t ptr;  /* ALLOC/FREE: ptr; NVTX: domain id */
 	uint64_t size; /* ALLOC/FREE/OOM: size; NVTX START/END: range_id; LOST: count */
 	uint64_t x;    /* ALLOC/FREE/OOM: site; NVTX PUSH/START/MARK: name id */
-	uint64_t tot;  /* ALLOC/FREE/OOM: tot_alloc */
+	uint64_t tot;  /* torch ALLOC/FREE, OOM, PAUSE/RESUME: tot_alloc */
 	uint32_t tidx; /* index of the thread (file-wide thread table) */
 	uint8_t type;  /* record type; 0 = empty slot */
 	uint8_t api;   /* ALLOC/FREE: api (clamped to 255) */
