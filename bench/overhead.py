@@ -30,8 +30,9 @@ def main():
         print("SKIP: no CUDA GPU")
         return 77
     out = sys.argv[1] if len(sys.argv) > 1 else "overhead.json"
-    rounds = int(os.environ.get("DSMT_BENCH_ROUNDS", "12"))
-    steps = int(os.environ.get("DSMT_BENCH_STEPS", "20"))
+    # many short rounds: slow drifts of the machine hit every mode alike
+    rounds = int(os.environ.get("DSMT_BENCH_ROUNDS", "40"))
+    steps = int(os.environ.get("DSMT_BENCH_STEPS", "5"))
     lib = ctypes.CDLL(None)
     ours = hasattr(lib, "dsmemtrace_pause")
     if not ours:
@@ -72,6 +73,11 @@ def main():
         step()
     torch.cuda.synchronize()
 
+    st0 = torch.cuda.memory_stats()
+    step()
+    st1 = torch.cuda.memory_stats()
+    events_per_step = sum(st1.get(k, 0) - st0.get(k, 0) for k in ("allocation.all.allocated", "allocation.all.freed"))
+
     times = {m: [] for m in modes}
     for r in range(rounds):
         order = modes[r % len(modes):] + modes[: r % len(modes)]
@@ -97,13 +103,17 @@ def main():
         "steps_per_round": steps,
         "median_step_ms": med,
         "ratio_to_off": {m: med[m] / med["off"] for m in modes},
+        "allocator_events_per_step": events_per_step,
+        "ns_per_event_over_off": {m: (med[m] - med["off"]) * 1e6 / max(events_per_step, 1) for m in modes},
         "all_ms": times,
     }
     with open(out, "w") as f:
         json.dump(res, f, indent=1)
     print(f"{res['loop']} on {res['gpu']}, torch {res['torch']}, native depth {res['native_depth']}")
+    print(f"  {events_per_step} allocator events per step; {rounds} rounds of {steps} steps per mode")
     for m in modes:
-        print(f"  {m:10s} median {med[m]:7.2f} ms/step   ratio {med[m] / med['off']:.3f}")
+        print(f"  {m:10s} median {med[m]:7.2f} ms/step   ratio {med[m] / med['off']:.3f}"
+              f"   {res['ns_per_event_over_off'][m]:8.0f} ns per event over off")
     return 0
 
 

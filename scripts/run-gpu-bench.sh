@@ -20,7 +20,7 @@ ninja -C "$B" bench/hook_cost >/dev/null 2>&1 || python3 -c 'import ninja' 2>/de
 py=$(python3 -c 'import sys; print(sys.executable)')
 {
 	echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
-	for depth in 4 0; do
+	for depth in ${DSMT_BENCH_DEPTHS:-0 4}; do
 		t=$(mktemp -d)
 		echo "== overhead, DSMEMTRACE_NATIVE_DEPTH=$depth"
 		DSMEMTRACE_NATIVE_DEPTH=$depth DSMEMTRACE_DIR=$t LD_PRELOAD=$lib timeout 240 "$py" bench/overhead.py "$out/overhead-depth$depth.json"
