@@ -21,11 +21,12 @@ dsmt_missing_pkgs() {
 	command -v zstd >/dev/null || m+=(zstd)
 	[ -f /usr/include/zstd.h ] || m+=(libzstd-dev)
 	if ! command -v meson >/dev/null; then m+=(meson); fi
-	printf '%s\n' "${m[@]}"
+	[ ${#m[@]} -eq 0 ] || printf '%s\n' "${m[@]}"
 }
 
 dsmt_install() {
-	local pkgs=("$@")
+	local pkgs=() p
+	for p in "$@"; do [ -n "$p" ] && pkgs+=("$p"); done
 	[ ${#pkgs[@]} -eq 0 ] && return 0
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 		echo "dsmemtrace setup: installing ${pkgs[*]}" >&2
