@@ -28,7 +28,7 @@ import os
 import sys
 import time
 
-LOOPS = ("mlp", "transformer_ckpt", "transformer_ckpt_expandable", "side_stream", "oom", "empty_cache")
+LOOPS = ("mlp", "transformer_ckpt", "transformer_ckpt_expandable", "side_stream", "oom", "empty_cache", "pause_resume")
 EXPANDABLE = "expandable_segments:True"
 
 
@@ -365,6 +365,42 @@ def loop_empty_cache(torch, dev, nsteps):
     return step, params, dict(extra, empty_cache_step=mid)
 
 
+def loop_pause_resume(torch, dev, nsteps):
+    """MLP; tracing is paused (dsmemtrace_pause through ctypes) for part of
+    the middle step: a tensor made before the pause is freed during it, one
+    made during it lives on and is freed two steps later, and torch's cache
+    grows by a segment while paused.  The decoder flags that step and
+    resynchronises from the allocator's totals, so every other step must
+    still equal torch's counters.  Without the preload pause/resume are
+    absent and the loop does the same work."""
+    import ctypes
+
+    lib = ctypes.CDLL(None)
+    pause = getattr(lib, "dsmemtrace_pause", None)
+    resume = getattr(lib, "dsmemtrace_resume", None)
+    mid = max(2, nsteps // 2)
+    keep = {}
+
+    def hook(k, where):
+        if k == mid - 1 and where == "forward":
+            keep["pre"] = torch.empty(32 << 20, dtype=torch.uint8, device=dev)
+        elif k == mid and where == "forward":
+            if pause:
+                pause()
+            keep.pop("pre", None)
+            keep["during"] = torch.empty(48 << 20, dtype=torch.uint8, device=dev)
+            keep["segment"] = torch.empty(300 << 20, dtype=torch.uint8, device=dev)
+            keep.pop("segment")
+        elif k == mid and where == "optimizer":
+            if resume:
+                resume()
+        elif k == mid + 2 and where == "forward":
+            keep.pop("during", None)
+
+    step, params, extra = loop_mlp(torch, dev, nsteps, hook=hook)
+    return step, params, dict(extra, pause_step=mid)
+
+
 class _Lazy:
     """A value computed after the steps (reading it may synchronize)."""
 
@@ -378,6 +414,7 @@ LOOP_FNS = {
     "side_stream": loop_side_stream,
     "oom": loop_oom,
     "empty_cache": loop_empty_cache,
+    "pause_resume": loop_pause_resume,
 }
 
 

@@ -59,7 +59,7 @@ PY=$("$PY" -c 'import sys; print(sys.executable)' 2>/dev/null) || PY=${PYTHON:-p
 
 B=$(abspath "${1:-$src/build-gpu}")
 RES=$(abspath "${DSMT_GPU_RESULTS:-$src/tests/gpu/results-$(date +%Y%m%d-%H%M%S)}")
-LOOPS=${DSMT_GPU_LOOPS:-mlp transformer_ckpt transformer_ckpt_expandable side_stream oom empty_cache}
+LOOPS=${DSMT_GPU_LOOPS:-mlp transformer_ckpt transformer_ckpt_expandable side_stream oom empty_cache pause_resume}
 DEPTHS=${DSMT_GPU_DEPTHS:-0 8 16 32}
 [ "$DEPTHS" = none ] && DEPTHS=
 STEPS=${DSMT_GPU_STEPS:-8}
