@@ -66,9 +66,10 @@ struct thread {
 };
 
 struct dev {
-	struct dsmt_hmap tens; /* ptr -> size */
+	struct dsmt_hmap tens; /* ptr -> size, aux = the epoch of the ALLOC (below) */
 	uint64_t alloc, res;   /* current tensor-allocated / torch-reserved bytes */
 	uint64_t pk_alloc, pk_res, allocs, frees; /* of the open segment */
+	uint64_t synced;       /* the last epoch whose first torch event resynced it */
 	int used;
 };
 
@@ -88,6 +89,17 @@ struct range {
 
 struct mark {
 	uint64_t seq, ts;
+};
+
+/* a main-thread DeepSpeedEngine.forward push */
+struct fwd {
+	uint64_t seq, ts;
+	int backward; /* a main-thread DeepSpeedEngine.backward push followed before the next forward */
+};
+
+/* tracing paused: from the first PAUSE of a group to the RESUME after it */
+struct stretch {
+	uint64_t from_seq, to_seq; /* to_seq UINT64_MAX: never resumed */
 };
 
 #define VEC(T) struct { T *v; size_t n, cap; }
@@ -144,6 +156,10 @@ struct ctx {
 	int nomem;
 	int collect_defs; /* this pass records META/STRING/MODULE */
 	int ignore_totals; /* o->ignore_totals */
+	/* torch events' tot_reserved (the replay after a pause needs it) costs
+	 * time: it is kept from the frame after the first PAUSE or RESUME on,
+	 * and from the start when a replay needs it for an earlier event */
+	int res_seen, track_res;
 
 	/* replay state: everything from `ro` to the end is reset by replay_reset */
 	struct dsmt_reorder ro;
@@ -154,6 +170,7 @@ struct ctx {
 	VEC(struct seg) segs;
 	VEC(struct segstat) stats;
 	struct dev *dev[256];
+	struct dev *fast[256]; /* dev[] for the torch fast path; all NULL once postpause */
 	unsigned maxdev1;
 	struct dsmt_hmap rt; /* runtime ptr -> size, aux = dev1 | api << 8 | torch << 16 */
 	/* decisions taken before the definition they depend on was seen: if one
@@ -161,7 +178,21 @@ struct ctx {
 	struct dsmt_hmap unres_sites, unres_names;
 	int unres_overflow;
 	uint64_t events, ooms, lost, last_ts;
+	/* DeepSpeed steps: main-thread forward pushes */
+	VEC(struct fwd) fwds;
+	uint64_t main_tid; /* META pid: the main thread's tid */
+	int main_tid_set;
+	/* pauses.  Every RESUME group starts an epoch (1, 2, ...); from the first
+	 * on (postpause) torch events take the out-of-line path: each device
+	 * resyncs to the allocator's totals at its first torch event of an
+	 * epoch, reserved follows tot_reserved, and blocks live in the map from
+	 * an earlier epoch may have been freed while paused. */
+	VEC(struct stretch) stretches;
+	int paused, postpause;
+	uint64_t epoch;
 	uint64_t pauses, pause_seq, pause_seq_end;
+	uint64_t resyncs, pause_unk_free, pause_stale, pause_rt_unk_free; /* expected after a pause */
+	int need_res; /* a torch event replayed after a pause lacked its tot_reserved */
 	uint64_t unk_free, unk_free_seq, unk_free_ptr, dbl_alloc, dbl_alloc_seq;
 	uint64_t rt_unk_free, rt_unk_seq, rt_unk_ptr;
 	uint64_t nodev, nodev_seq, pop_empty, nvtx_overflow;
@@ -394,13 +425,15 @@ static struct dev *getdev_slow(struct ctx *c, unsigned dev1, uint64_t seq)
 		if (dev1 > c->maxdev1)
 			c->maxdev1 = dev1;
 	}
+	if (!c->postpause)
+		c->fast[dev1] = d;
 	return d;
 }
 
 /* The device of an allocator event (NULL: none, counted) */
 static inline struct dev *getdev(struct ctx *c, unsigned dev1, uint64_t seq)
 {
-	struct dev *d = c->dev[dev1]; /* dev1 <= 255; dev[0] and dev[255] stay NULL */
+	struct dev *d = c->fast[dev1]; /* dev1 <= 255; fast[0] and fast[255] stay NULL */
 	if (__builtin_expect(d != NULL, 1))
 		return d;
 	return getdev_slow(c, dev1, seq);
@@ -439,10 +472,25 @@ static void close_segment(struct ctx *c, uint64_t seq, uint64_t ts)
 	}
 }
 
-static int name_matches(struct ctx *c, uint64_t name)
+/* What an NVTX name is to the step finder (bits). */
+enum { NC_KNOWN = 1, NC_MARKER = 2 /* matches --step-marker */, NC_FWD = 4, NC_BWD = 8 };
+#define DS_FORWARD "DeepSpeedEngine.forward"
+#define DS_BACKWARD "DeepSpeedEngine.backward"
+
+static unsigned name_class_of(struct ctx *c, const char *s)
 {
-	if (!c->have_re)
-		return 0;
+	unsigned k = NC_KNOWN;
+	if (c->have_re && regexec(&c->re, s, 0, NULL, 0) == 0)
+		k |= NC_MARKER;
+	if (!strcmp(s, DS_FORWARD))
+		k |= NC_FWD;
+	else if (!strcmp(s, DS_BACKWARD))
+		k |= NC_BWD;
+	return k;
+}
+
+static unsigned name_class(struct ctx *c, uint64_t name)
+{
 	int created;
 	struct dsmt_hent *h = dsmt_hmap_put(&c->rematch, name, &created);
 	if (!h) {
@@ -456,9 +504,24 @@ static int name_matches(struct ctx *c, uint64_t name)
 			unresolved(c, &c->unres_names, name);
 			return 0;
 		}
-		h->aux = regexec(&c->re, s, 0, NULL, 0) == 0 ? 1 : 2;
+		h->aux = name_class_of(c, s);
 	}
-	return h->aux == 1;
+	return h->aux;
+}
+
+static int name_matches(struct ctx *c, uint64_t name) { return (name_class(c, name) & NC_MARKER) != 0; }
+
+/* Is thread index tidx the main thread (tid == META pid)? */
+static int is_main_thread(struct ctx *c, uint32_t tidx)
+{
+	if (!c->main_tid_set) {
+		const char *v = meta_get(c->meta.v, c->meta.n, "pid");
+		char *e;
+		unsigned long long x = v && *v ? strtoull(v, &e, 10) : 0;
+		c->main_tid = v && *v && !*e ? (uint64_t)x : UINT64_MAX;
+		c->main_tid_set = 1;
+	}
+	return c->thr.v[tidx].tid == c->main_tid;
 }
 
 static struct domstack *domstack(struct ctx *c, struct thread *t, uint64_t domain)
@@ -491,13 +554,13 @@ static inline void check_tot(struct ctx *c, uint64_t seq, const struct dsmt_even
 	}
 }
 
-/* A tensor block allocated or freed (torch ALLOC/FREE): the hot path. */
-static inline __attribute__((always_inline)) void replay_torch(struct ctx *c, uint64_t seq,
-							      const struct dsmt_event *e)
+static void replay_torch_slow(struct ctx *c, uint64_t seq, const struct dsmt_event *e);
+
+/* A tensor block allocated or freed (torch ALLOC/FREE) on device d: the hot
+ * path. */
+static inline __attribute__((always_inline)) void replay_torch_dev(struct ctx *c, uint64_t seq,
+								  const struct dsmt_event *e, struct dev *d)
 {
-	struct dev *d = getdev(c, e->dev1, seq);
-	if (!d)
-		return;
 	d->used = 1;
 	if (e->type == DSMT_REC_ALLOC) {
 		int created;
@@ -527,6 +590,92 @@ static inline __attribute__((always_inline)) void replay_torch(struct ctx *c, ui
 		}
 	}
 	check_tot(c, seq, e, d);
+}
+
+static inline __attribute__((always_inline)) void replay_torch(struct ctx *c, uint64_t seq,
+							      const struct dsmt_event *e)
+{
+	struct dev *d = c->fast[e->dev1]; /* NULL: a new device, none, or after a pause */
+	if (__builtin_expect(d != NULL, 1))
+		replay_torch_dev(c, seq, e, d);
+	else
+		replay_torch_slow(c, seq, e);
+}
+
+/* A torch ALLOC/FREE once tracing has been paused and resumed (out of line).
+ * Nothing was recorded while paused, so the live map may hold blocks freed
+ * meanwhile (an entry from an earlier epoch) and lack blocks allocated
+ * meanwhile.  A FREE of such a block subtracts the size it carries, an ALLOC
+ * onto a stale entry replaces it; neither is an anomaly.  The first torch
+ * event of a device in an epoch sets allocated to the allocator's total
+ * after it (exact even if events were missed; the totals cross-check starts
+ * there), and from the first resume on reserved is the allocator's
+ * tot_reserved at every torch event (segments freed while paused are not
+ * known otherwise). */
+static __attribute__((noinline)) void replay_torch_post(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
+{
+	struct dev *d = getdev(c, e->dev1, seq);
+	if (!d)
+		return;
+	d->used = 1;
+	if (e->type == DSMT_REC_ALLOC) {
+		int created;
+		struct dsmt_hent *h = dsmt_hmap_put(&d->tens, e->ptr, &created);
+		if (!h) {
+			c->nomem = 1;
+			return;
+		}
+		if (!created) {
+			if (h->aux < c->epoch) { /* freed while paused */
+				c->pause_stale++;
+			} else {
+				if (!c->dbl_alloc++)
+					c->dbl_alloc_seq = seq;
+				d->alloc -= h->v;
+			}
+		}
+		h->v = e->size;
+		h->aux = (uint32_t)c->epoch;
+		d->alloc += e->size;
+		d->allocs++;
+	} else {
+		d->frees++;
+		struct dsmt_hent old;
+		if (dsmt_hmap_del(&d->tens, e->ptr, &old)) {
+			/* an older block may have been freed and its pointer reused while paused */
+			d->alloc -= old.aux < c->epoch ? e->size : old.v;
+		} else { /* allocated while paused */
+			c->pause_unk_free++;
+			d->alloc -= e->size;
+		}
+	}
+	if (d->synced != c->epoch) {
+		d->synced = c->epoch;
+		d->alloc = e->tot;
+		c->resyncs++;
+	} else {
+		check_tot(c, seq, e, d);
+	}
+	if (e->flags & DSMT_EVF_RES)
+		d->res = e->x; /* tot_reserved (event.h) */
+	else /* decoded before tot_reserved was kept: replay again with it */
+		c->need_res = 1;
+	if (d->alloc > d->pk_alloc)
+		d->pk_alloc = d->alloc;
+	if (d->res > d->pk_res)
+		d->pk_res = d->res;
+}
+
+/* A torch event without a fast[] device (out of line). */
+static __attribute__((noinline)) void replay_torch_slow(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
+{
+	if (c->postpause) {
+		replay_torch_post(c, seq, e);
+		return;
+	}
+	struct dev *d = getdev_slow(c, e->dev1, seq);
+	if (d)
+		replay_torch_dev(c, seq, e, d);
 }
 
 static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e);
@@ -583,6 +732,8 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 				if (d)
 					d->res -= old.v;
 			}
+		} else if (e->ptr != 0 && c->postpause) {
+			c->pause_rt_unk_free++; /* perhaps allocated while paused */
 		} else if (e->ptr != 0 && !c->rt_unk_free++) {
 			c->rt_unk_seq = seq;
 			c->rt_unk_ptr = e->ptr;
@@ -601,6 +752,47 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 				c->pause_seq = seq;
 		}
 		c->pause_seq_end = seq + 1;
+		if (!c->paused) {
+			struct stretch *st = VPUSH(c->stretches);
+			if (!st) {
+				c->nomem = 1;
+				break;
+			}
+			*st = (struct stretch){seq, UINT64_MAX};
+			c->paused = 1;
+		}
+		break;
+	case DSMT_REC_RESUME: /* one per device with known totals (dev1 0: none) */
+		if (c->paused) { /* the first of the group ends the pause */
+			c->stretches.v[c->stretches.n - 1].to_seq = seq;
+			c->paused = 0;
+			c->epoch++;
+		} else if (!c->postpause) {
+			/* a RESUME without a PAUSE before it: the process was paused
+			 * before its first allocation.  No paused interval, but the
+			 * devices resync all the same.  (Later RESUMEs without a PAUSE
+			 * belong to the group before them.) */
+			c->epoch++;
+		}
+		if (!c->postpause) { /* torch events take replay_torch_post from here on */
+			c->postpause = 1;
+			memset(c->fast, 0, sizeof(c->fast));
+		}
+		if (e->dev1 && e->dev1 <= DEV1_MAX) {
+			/* the allocator's totals at the resume: the numbers until the
+			 * device's first torch event, which resyncs it */
+			struct dev *d = getdev(c, e->dev1, seq);
+			if (!d || d->synced == c->epoch)
+				break;
+			d->alloc = e->tot;
+			d->res = e->x;
+			if (d->alloc > d->pk_alloc)
+				d->pk_alloc = d->alloc;
+			if (d->res > d->pk_res)
+				d->pk_res = d->res;
+			if (d->alloc || d->res)
+				d->used = 1;
+		}
 		break;
 	case DSMT_REC_NVTX_PUSH: {
 		struct domstack *s = domstack(c, &c->thr.v[e->tidx], e->ptr);
@@ -622,7 +814,21 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 			s->cap = nc;
 		}
 		s->v[s->n++] = (struct nvtx_ent){e->x, seq, e->ts};
-		if (name_matches(c, e->x))
+		unsigned k = name_class(c, e->x);
+		if ((k & (NC_FWD | NC_BWD)) && is_main_thread(c, e->tidx)) {
+			if (k & NC_FWD) { /* a possible step boundary */
+				struct fwd *f = VPUSH(c->fwds);
+				if (!f) {
+					c->nomem = 1;
+					break;
+				}
+				*f = (struct fwd){seq, e->ts, 0};
+				k |= NC_MARKER;
+			} else if (c->fwds.n) {
+				c->fwds.v[c->fwds.n - 1].backward = 1;
+			}
+		}
+		if (k & NC_MARKER)
 			close_segment(c, seq, e->ts);
 		break;
 	}
@@ -854,10 +1060,10 @@ static inline __attribute__((always_inline)) void ev_fields(const unsigned want,
  * one byte in nearly every record (api dev1, then stream stack sdsite
  * stot_alloc stot_reserved dseq dts) are checked and taken a word at a time;
  * sdptr and size one by one.  Same results as ev_fields(FA_N + 2, ...),
- * except that with all = 0 (the replay) stream, stack and stot_reserved may
- * be left unset. */
+ * except that with all = 0 (the replay) stream and stack may be left unset,
+ * and stot_reserved too unless res. */
 static inline __attribute__((always_inline)) void mem_fields(const uint8_t *pl, size_t pn, uint64_t *f,
-							    int *bad, const int all)
+							    int *bad, const int all, const int res)
 {
 	_Static_assert(FA_API == 0 && FA_DEV1 == 1 && FA_SDPTR == 2 && FA_SIZE == 3 && FA_STREAM == 4 &&
 			       FA_N == 9,
@@ -880,7 +1086,7 @@ static inline __attribute__((always_inline)) void mem_fields(const uint8_t *pl, 
 #pragma GCC unroll 8
 		for (unsigned i = 0; i < 7; i++)
 			if (all || (FA_STREAM + i != FA_STREAM && FA_STREAM + i != FA_STACK &&
-				    FA_STREAM + i != FA_STOT_RES))
+				    (res || FA_STREAM + i != FA_STOT_RES)))
 				f[FA_STREAM + i] = (w >> (8 * i)) & 0xff;
 		q += 7;
 	} else {
@@ -905,12 +1111,14 @@ static inline int is_mem(unsigned type) { return (type | 1) == DSMT_REC_FREE; } 
 /* Decode the fields of event record `type` (payload pl, pn) into f[].
  * Returns n: f[n] is dseq, f[n + 1] dts.  Sets *bad on a malformed varint.
  * mem: type is ALLOC or FREE (a constant, for the hot path); all: every
- * field is needed (--dump; else see mem_fields). */
-static inline __attribute__((always_inline)) unsigned ev_parse(const int mem, const int all, unsigned type,
-								const uint8_t *pl, size_t pn, uint64_t *f, int *bad)
+ * field is needed (--dump; else see mem_fields); res: the replay keeps
+ * tot_reserved (ctx.track_res). */
+static inline __attribute__((always_inline)) unsigned ev_parse(const int mem, const int all, const int res,
+								unsigned type, const uint8_t *pl, size_t pn,
+								uint64_t *f, int *bad)
 {
 	if (mem) { /* the caller knows: ALLOC or FREE */
-		mem_fields(pl, pn, f, bad, all);
+		mem_fields(pl, pn, f, bad, all, res);
 		return FA_N;
 	}
 	switch (type) {
@@ -939,11 +1147,13 @@ static inline __attribute__((always_inline)) unsigned ev_parse(const int mem, co
 
 /* The rest of an event parsed by ev_parse (its seq is already taken from
  * t's delta state): apply and update the rest of t's delta state, fill *e
- * (all but seq, tidx and type) and, when x is not NULL, *x.  mem: as for
- * ev_parse. */
+ * (all but seq, tidx and type) and, when x is not NULL (--dump), *x.  In the
+ * replay with res, e->x of a torch ALLOC/FREE is its tot_reserved, not its
+ * site (event.h).  mem, res: as for ev_parse (res needs t's tot_reserved
+ * kept since the start of the frame). */
 static inline __attribute__((always_inline)) void ev_fill(const int mem, struct thread *t, unsigned type,
 							 const uint64_t *f, unsigned n, struct dsmt_event *e,
-							 struct evx *x)
+							 struct evx *x, const int res)
 {
 	e->ts = t->ts += f[n + 1];
 	e->flags = 0;
@@ -964,8 +1174,12 @@ static inline __attribute__((always_inline)) void ev_fill(const int mem, struct 
 					(uint64_t)dsmt_dec_unzigzag(f[FA_STOT_ALLOC]);
 			e->tot = t->tot_alloc;
 			e->flags = DSMT_EVF_TOT;
-			if (x) /* only --dump shows it (tot_res is not kept otherwise) */
+			if (x) {
 				x->tot_res = t->tot_res += (uint64_t)dsmt_dec_unzigzag(f[FA_STOT_RES]);
+			} else if (res) { /* the replay of a trace with pauses: the totals, not the site */
+				e->x = t->tot_res += (uint64_t)dsmt_dec_unzigzag(f[FA_STOT_RES]);
+				e->flags = DSMT_EVF_TOT | DSMT_EVF_RES;
+			}
 		}
 		if (x) {
 			x->stream = f[FA_STREAM];
@@ -1004,6 +1218,7 @@ static inline __attribute__((always_inline)) void ev_fill(const int mem, struct 
 	case DSMT_REC_RESUME:
 		e->dev1 = clamp8(f[FT_DEV1]);
 		e->tot = f[FT_TOT_ALLOC];
+		e->x = f[FT_TOT_RES];
 		if (x)
 			x->tot_res = f[FT_TOT_RES];
 		break;
@@ -1073,16 +1288,17 @@ static void dump_event(struct ctx *c, const struct thread *t, unsigned type, uin
 
 /* One event record of thread t: replay it (in seq order) or dump it.  0, or
  * -1 when damaged.  mem: type is ALLOC or FREE; in_replay: the pass replays
- * (constants). */
+ * (constants); res: keep tot_reserved (ctx.track_res). */
 static inline __attribute__((always_inline)) int event_record(struct ctx *c, struct thread *t, unsigned type,
 							     const uint8_t *pl, size_t pn, const uint8_t *rec,
-							     unsigned fidx, const int mem, const int in_replay)
+							     unsigned fidx, const int mem, const int in_replay, const int res)
 {
 	const int replaying = in_replay || c->mode == PASS_REPLAY;
 	struct dsmt_event ev;
 	uint64_t f[EV_FIELDS_MAX];
 	int bad = 0;
-	unsigned n = replaying ? ev_parse(mem, 0, type, pl, pn, f, &bad) : ev_parse(mem, 1, type, pl, pn, f, &bad);
+	unsigned n = replaying ? ev_parse(mem, 0, res, type, pl, pn, f, &bad)
+			       : ev_parse(mem, 1, 1, type, pl, pn, f, &bad);
 	if (bad)
 		return damage(c, rec, "malformed varint in an event");
 	uint64_t seq = t->seq += f[n];
@@ -1097,11 +1313,11 @@ static inline __attribute__((always_inline)) int event_record(struct ctx *c, str
 			if (!e) {
 				if (err)
 					return damage(c, rec, "events too far out of sequence order (reorder window exceeded)");
-				ev_fill(mem, t, type, f, n, &ev, NULL); /* a repeated seq: for the delta state only */
+				ev_fill(mem, t, type, f, n, &ev, NULL, res); /* a repeated seq: for the delta state only */
 				return 0;
 			}
 		}
-		ev_fill(mem, t, type, f, n, e, NULL);
+		ev_fill(mem, t, type, f, n, e, NULL, res);
 		e->tidx = t->idx;
 		e->type = (uint8_t)type; /* a reorder slot is live from here */
 		const struct dsmt_event *d = &ev;
@@ -1121,8 +1337,32 @@ static inline __attribute__((always_inline)) int event_record(struct ctx *c, str
 	}
 	/* dump */
 	struct evx x = {0, 0, 0};
-	ev_fill(mem, t, type, f, n, &ev, &x);
+	ev_fill(mem, t, type, f, n, &ev, &x, 1);
 	dump_event(c, t, type, seq, &ev, &x, fidx);
+	return 0;
+}
+
+/* ALLOC/FREE records of thread c->cur from *pp on, as long as they come
+ * (the caller goes on at *pp).  0, or -1 when damaged. */
+static inline __attribute__((always_inline)) int tight_loop(struct ctx *c, const uint8_t **pp, const uint8_t *end,
+							   unsigned fidx, const int res)
+{
+	struct thread *t = c->cur;
+	const uint8_t *p = *pp;
+	for (;;) {
+		/* type 0x10/0x11 and length < 0x80 (the frame is padded with
+		 * zeros: p[0], p[1] are readable, and not an event at the end) */
+		unsigned h = p[0] | (unsigned)p[1] << 8;
+		if ((h & 0x80fe) != DSMT_REC_ALLOC || p + 2 + (h >> 8) > end)
+			break;
+		const uint8_t *rec = p;
+		p += 2 + (h >> 8);
+		if (event_record(c, t, h & 0xff, rec + 2, h >> 8, rec, fidx, 1, 1, res)) {
+			*pp = p;
+			return -1;
+		}
+	}
+	*pp = p;
 	return 0;
 }
 
@@ -1136,23 +1376,16 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 	FILE *df = c->dump;
 	const int mode = c->mode;
 	const int defs = c->collect_defs;
+	if (c->res_seen) /* a PAUSE or RESUME came: every thread's delta state restarts here */
+		c->track_res = 1;
+	const int res = c->track_res;
 	for (;;) {
 		if (mode == PASS_REPLAY && c->cur) {
 			/* the bulk of a trace: ALLOC/FREE records of the current
-			 * thread (with a one-byte length), replayed in a tight loop */
-			struct thread *t = c->cur;
-			for (;;) {
-				/* type 0x10/0x11 and length < 0x80 (the frame is padded
-				 * with zeros: p[0], p[1] are readable, and not an event
-				 * at the end) */
-				unsigned h = p[0] | (unsigned)p[1] << 8;
-				if ((h & 0x80fe) != DSMT_REC_ALLOC || p + 2 + (h >> 8) > end)
-					break;
-				const uint8_t *rec = p;
-				p += 2 + (h >> 8);
-				if (event_record(c, t, h & 0xff, rec + 2, h >> 8, rec, fidx, 1, 1))
-					return -1;
-			}
+			 * thread (with a one-byte length), replayed in a tight loop
+			 * (a copy that keeps tot_reserved, for traces with pauses) */
+			if (__builtin_expect(res, 0) ? tight_loop(c, &p, end, fidx, 1) : tight_loop(c, &p, end, fidx, 0))
+				return -1;
 		}
 		unsigned type;
 		const uint8_t *pl;
@@ -1173,8 +1406,11 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 			if (mode == PASS_DEFS)
 				continue;
 			/* ALLOC/FREE (nearly all of them) get their own copy of the code */
-			int r = is_mem(type) ? event_record(c, t, type, pl, pn, rec, fidx, 1, 0)
-					     : event_record(c, t, type, pl, pn, rec, fidx, 0, 0);
+			int r = !is_mem(type) ? event_record(c, t, type, pl, pn, rec, fidx, 0, 0, res)
+				: res	      ? event_record(c, t, type, pl, pn, rec, fidx, 1, 0, 1)
+					      : event_record(c, t, type, pl, pn, rec, fidx, 1, 0, 0);
+			if (type == DSMT_REC_PAUSE || type == DSMT_REC_RESUME)
+				c->res_seen = 1; /* keep tot_reserved from the next frame on */
 			if (r)
 				return r;
 			continue;
@@ -1401,6 +1637,8 @@ static void replay_reset(struct ctx *c)
 	dsmt_hmap_free(&c->open_ts);
 	free(c->ranges.v);
 	free(c->marks.v);
+	free(c->fwds.v);
+	free(c->stretches.v);
 	free(c->segs.v);
 	free(c->stats.v);
 	for (unsigned i = 0; i < 256; i++) {
@@ -1437,7 +1675,7 @@ static int replay_stale(struct ctx *c)
 	i = 0;
 	while ((h = dsmt_hmap_next(&c->unres_names, &i))) {
 		const char *s = str_get(c, h->key, NULL);
-		if (s && regexec(&c->re, s, 0, NULL, 0) == 0)
+		if (s && name_class_of(c, s) != NC_KNOWN)
 			return 1;
 	}
 	return 0;
@@ -1498,37 +1736,142 @@ static uint64_t u64_meta(struct ctx *c, const char *key, uint64_t dflt)
 	return *e ? dflt : (uint64_t)x;
 }
 
+/* --gradient_accumulation_steps N (or =N; also with dashes) in the recorded
+ * command line (META cmdline: NUL-separated arguments), the last one given;
+ * 0 when there is none or it is not a positive number. */
+static int cmdline_grad_accum(struct ctx *c)
+{
+	static const char *const flags[] = {"--gradient_accumulation_steps", "--gradient-accumulation-steps"};
+	const struct dsmt_meta *m = NULL;
+	for (size_t i = 0; i < c->meta.n; i++)
+		if (!strcmp(c->meta.v[i].key, "cmdline"))
+			m = &c->meta.v[i];
+	if (!m)
+		return 0;
+	int n = 0, want = 0;
+	for (const char *a = m->val, *end = m->val + m->val_len; a < end; a += strlen(a) + 1) {
+		const char *v = NULL;
+		if (want)
+			v = a;
+		want = 0;
+		for (size_t k = 0; !v && k < 2; k++) {
+			size_t fl = strlen(flags[k]);
+			if (!strcmp(a, flags[k]))
+				want = 1;
+			else if (!strncmp(a, flags[k], fl) && a[fl] == '=')
+				v = a + fl + 1;
+		}
+		if (v) {
+			char *e;
+			long x = strtol(v, &e, 10);
+			n = *v && !*e && x > 0 && x <= 1000000 ? (int)x : 0;
+		}
+	}
+	return n;
+}
+
+/* The intervals: boundaries b[0..nb-1] (seq, ts); interval 0 runs up to
+ * b[0], interval i from b[i-1] to b[i], interval nb from b[nb-1] to the end
+ * of the trace; lab[i] says what interval i is.  An event whose seq is below
+ * a boundary's belongs to the interval before it. */
+struct label {
+	int kind, num;
+};
+
+/* Steps from main-thread DeepSpeedEngine.forward/backward pushes (DeepSpeed
+ * pushes no range for the optimizer step).  A forward whose stretch up to
+ * the next forward holds a backward is a training micro-step, one without
+ * an evaluation forward; consecutive evaluation forwards form one `eval`
+ * interval.  Steps are groups of n training micro-steps, each from its
+ * first forward to the next group's (so the optimizer step falls inside);
+ * a trailing group of fewer is `tail`.  An eval stretch ends the group
+ * before it, which is reported as a step all the same, and the next group
+ * starts after it (DeepSpeed's engine evaluates between optimizer steps, so
+ * a step is never cut short that way). */
+static size_t deepspeed_steps(struct ctx *c, int n, struct mark *b, struct label *lab)
+{
+	const struct fwd *f = c->fwds.v;
+	size_t m = c->fwds.n, nb = 0, i = 0;
+	int steps = 0, evals = 0;
+	lab[0] = (struct label){DSMT_INIT, 0};
+	while (i < m) {
+		b[nb] = (struct mark){f[i].seq, f[i].ts};
+		struct label *l = &lab[++nb];
+		if (!f[i].backward) {
+			while (i < m && !f[i].backward)
+				i++;
+			*l = (struct label){DSMT_EVAL, ++evals};
+			continue;
+		}
+		int k = 0;
+		while (i < m && f[i].backward && k < n)
+			i++, k++;
+		if (k == n || i < m)
+			*l = (struct label){DSMT_STEP, ++steps};
+		else
+			*l = (struct label){DSMT_TAIL, 0};
+	}
+	return nb;
+}
+
 static int build_rows(struct ctx *c, struct dsmt_process *out)
 {
 	uint64_t t0 = u64_meta(c, "start_realtime_ns", 0);
 	uint64_t unit = u64_meta(c, "ts_unit_ns", DSMT_TS_UNIT_NS);
 #define RT(ts) (t0 + (ts) * unit)
-	/* boundaries */
-	size_t nb = 0;
-	struct mark *b = NULL;
-	if (c->ranges.n) {
-		nb = c->ranges.n + 1;
-		b = malloc(nb * sizeof(*b));
-		if (!b)
-			return -1;
-		b[0] = (struct mark){c->ranges.v[0].s_seq, c->ranges.v[0].s_ts};
-		for (size_t i = 0; i < c->ranges.n; i++)
-			b[i + 1] = (struct mark){c->ranges.v[i].e_seq, c->ranges.v[i].e_ts};
-	} else if (c->marks.n >= 2) {
-		nb = c->marks.n;
-		b = malloc(nb * sizeof(*b));
-		if (!b)
-			return -1;
-		memcpy(b, c->marks.v, nb * sizeof(*b));
-	} else {
-		msg(c, "no step markers matched %s; reporting the whole run as one interval", c->o->step_re);
+	size_t nb = 0, nmax = c->ranges.n + 1 + c->marks.n + c->fwds.n;
+	struct mark *b = malloc(nmax * sizeof(*b));
+	struct label *lab = malloc((nmax + 1) * sizeof(*lab));
+	if (!b || !lab) {
+		free(b);
+		free(lab);
+		return -1;
 	}
-	out->have_markers = nb > 0;
-	size_t ni = nb ? nb + 1 : 1; /* init, steps..., tail  or  one interval */
+	if (c->ranges.n || c->marks.n >= 2) {
+		out->rule = DSMT_RULE_MARKERS;
+		if (c->ranges.n) {
+			nb = c->ranges.n + 1;
+			b[0] = (struct mark){c->ranges.v[0].s_seq, c->ranges.v[0].s_ts};
+			for (size_t i = 0; i < c->ranges.n; i++)
+				b[i + 1] = (struct mark){c->ranges.v[i].e_seq, c->ranges.v[i].e_ts};
+		} else {
+			nb = c->marks.n;
+			memcpy(b, c->marks.v, nb * sizeof(*b));
+		}
+		lab[0] = (struct label){DSMT_INIT, 0};
+		for (size_t i = 1; i < nb; i++)
+			lab[i] = (struct label){DSMT_STEP, (int)i};
+		lab[nb] = (struct label){DSMT_TAIL, 0};
+	} else if (c->fwds.n) {
+		out->rule = DSMT_RULE_DEEPSPEED;
+		int n = c->o->grad_accum, from_cmd = 0;
+		if (n <= 0)
+			from_cmd = n = cmdline_grad_accum(c);
+		if (n <= 0)
+			n = 1;
+		out->grad_accum = n;
+		nb = deepspeed_steps(c, n, b, lab);
+		size_t train = 0;
+		for (size_t i = 0; i < c->fwds.n; i++)
+			train += c->fwds.v[i].backward != 0;
+		msg(c, "no step markers matched %s; steps from DeepSpeedEngine.forward/backward ranges (%d micro-step%s per step, %s; %zu training micro-steps, %zu evaluation forwards)",
+		    c->o->step_re, n, n == 1 ? "" : "s",
+		    c->o->grad_accum > 0 ? "from --grad-accum"
+		    : from_cmd	       ? "from --gradient_accumulation_steps in the command line"
+				       : "neither --grad-accum nor --gradient_accumulation_steps in the command line",
+		    train, c->fwds.n - train);
+	} else {
+		out->rule = DSMT_RULE_WHOLE_RUN;
+		lab[0] = (struct label){DSMT_STEP, 1};
+		msg(c, "no step markers matched %s and no DeepSpeedEngine.forward ranges; reporting the whole run as one interval",
+		    c->o->step_re);
+	}
+	size_t ni = nb + 1;
 	unsigned ndev = c->maxdev1;
 	struct segstat *agg = calloc(ni * (ndev ? ndev : 1), sizeof(*agg));
 	if (!agg) {
 		free(b);
+		free(lab);
 		return -1;
 	}
 	size_t j = 0;
@@ -1556,25 +1899,27 @@ static int build_rows(struct ctx *c, struct dsmt_process *out)
 	if (!out->rows) {
 		free(agg);
 		free(b);
+		free(lab);
 		return -1;
 	}
-	size_t k = 0;
+	size_t k = 0, npaused = 0;
 	for (size_t i = 0; i < ni; i++) {
+		/* does [from, to) overlap a paused stretch? */
+		uint64_t from = i ? b[i - 1].seq : 0, to = i < nb ? b[i].seq : UINT64_MAX;
+		int paused = 0;
+		for (size_t p = 0; p < c->stretches.n && !paused; p++)
+			paused = c->stretches.v[p].from_seq < to && c->stretches.v[p].to_seq > from;
 		for (unsigned d = 1; d <= ndev; d++) {
 			if (!c->dev[d] || !c->dev[d]->used)
 				continue;
 			struct dsmt_row *r = &out->rows[k++];
 			struct segstat *a = &agg[i * ndev + d - 1];
+			r->kind = lab[i].kind;
+			r->step = lab[i].num;
 			r->device = (int)d - 1;
-			if (!nb) {
-				r->step = 1;
-				r->start_ns = RT(0);
-				r->end_ns = RT(c->last_ts);
-			} else {
-				r->step = i == 0 ? 0 : i == ni - 1 ? -1 : (int)i;
-				r->start_ns = i == 0 ? RT(0) : RT(b[i - 1].ts);
-				r->end_ns = i == ni - 1 ? RT(c->last_ts) : RT(b[i].ts);
-			}
+			r->paused = paused;
+			r->start_ns = i ? RT(b[i - 1].ts) : RT(0);
+			r->end_ns = i < nb ? RT(b[i].ts) : RT(c->last_ts);
 			r->peak_alloc = a->pk_alloc;
 			r->end_alloc = a->end_alloc;
 			r->peak_res = a->pk_res;
@@ -1582,9 +1927,16 @@ static int build_rows(struct ctx *c, struct dsmt_process *out)
 			r->allocs = a->allocs;
 			r->frees = a->frees;
 		}
+		npaused += paused;
 	}
 	free(agg);
 	free(b);
+	free(lab);
+	if (c->pauses || c->stretches.n)
+		msg(c, "tracing was paused %" PRIu64 " time(s) (first at seq %" PRIu64 "): %zu interval(s) overlap a pause"
+		       " (marked * and \"paused\": true; their peaks miss what happened while paused);"
+		       " allocated and reserved resynchronised from the allocator's totals after each resume",
+		    c->pauses, c->pause_seq, npaused);
 	return 0;
 #undef RT
 }
@@ -1634,10 +1986,13 @@ int dsmt_decode_file(const char *path, const struct dsmt_opts *o, struct dsmt_pr
 	run_pass(c, PASS_REPLAY);
 	c->collect_defs = 0;
 	dsmt_reorder_flush(&c->ro, emit, c);
-	if (!c->nomem && replay_stale(c)) {
+	int need_res = c->need_res;
+	if (!c->nomem && (need_res || replay_stale(c))) {
 		if (o->verbose)
-			msg(c, "definitions arrived after their use; replaying again");
+			msg(c, need_res ? "tot_reserved needed after a pause for events decoded before it; replaying again"
+					: "definitions arrived after their use; replaying again");
 		replay_reset(c);
+		c->track_res = need_res || c->res_seen;
 		run_pass(c, PASS_REPLAY);
 		dsmt_reorder_flush(&c->ro, emit, c);
 	}
@@ -1656,10 +2011,6 @@ int dsmt_decode_file(const char *path, const struct dsmt_opts *o, struct dsmt_pr
 		msg(c, "%" PRIu64 " events missing (gaps in the sequence numbers)", c->ro.gaps);
 	if (c->lost)
 		msg(c, "%" PRIu64 " events lost by the tracer (LOST records)", c->lost);
-	if (c->pauses)
-		msg(c, "tracing was paused %" PRIu64 " time(s) (first at seq %" PRIu64
-		       "): numbers of intervals that span a pause miss what happened during it",
-		    c->pauses, c->pause_seq);
 	if (c->ro.dups)
 		msg(c, "%" PRIu64 " events with a repeated sequence number ignored", c->ro.dups);
 	if (c->unk_free)
@@ -1686,6 +2037,11 @@ int dsmt_decode_file(const char *path, const struct dsmt_opts *o, struct dsmt_pr
 		    c->tot_bad, c->tot_checked, c->tot_bad_seq, c->tot_bad_replay, c->tot_bad_alloc);
 	else if (o->verbose && !o->ignore_totals)
 		msg(c, "totals cross-check: %" PRIu64 " events, 0 disagreements", c->tot_checked);
+	if (o->verbose && c->postpause)
+		msg(c, "after pauses: %" PRIu64 " device resync(s) from the allocator's totals; expected and not applied as"
+		       " anomalies: %" PRIu64 " tensor frees of blocks allocated while paused (their size subtracted),"
+		       " %" PRIu64 " allocations over blocks freed while paused, %" PRIu64 " runtime frees of unknown pointers",
+		    c->resyncs, c->pause_unk_free, c->pause_stale, c->pause_rt_unk_free);
 	if (o->verbose)
 		msg(c, "%" PRIu64 " events, %zu frames, format %u.%u", c->events, (size_t)c->rd.last_good,
 		    c->rd.major, c->rd.minor);

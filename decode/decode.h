@@ -17,6 +17,7 @@ struct dsmt_opts {
 	int ignore_totals;   /* skip the allocator-totals cross-check */
 	int verbose;
 	size_t reorder_max;  /* reorder window bound (0 = default) */
+	int grad_accum;      /* DeepSpeed micro-steps per step; 0 = from the command line, else 1 */
 };
 
 struct dsmt_meta {
@@ -25,10 +26,22 @@ struct dsmt_meta {
 	size_t val_len;
 };
 
+/* What an interval is (reports list them in time order). */
+enum dsmt_kind { DSMT_INIT, DSMT_STEP, DSMT_EVAL, DSMT_TAIL };
+
+/* How steps were found. */
+enum dsmt_rule {
+	DSMT_RULE_MARKERS,   /* NVTX ranges or marks matching --step-marker */
+	DSMT_RULE_DEEPSPEED, /* DeepSpeedEngine.forward/backward ranges on the main thread */
+	DSMT_RULE_WHOLE_RUN, /* neither: the whole run is step 1 */
+};
+
 /* Numbers for one interval on one device. */
 struct dsmt_row {
-	int step;   /* 1.. for steps; 0 = init; -1 = tail */
+	int kind;   /* enum dsmt_kind */
+	int step;   /* DSMT_STEP: step 1..; DSMT_EVAL: evaluation pass 1..; else 0 */
 	int device; /* CUDA device index */
+	int paused; /* the interval overlaps a pause in tracing */
 	uint64_t start_ns, end_ns; /* CLOCK_REALTIME */
 	uint64_t peak_alloc, end_alloc, peak_res, end_res;
 	uint64_t allocs, frees;
@@ -39,8 +52,9 @@ struct dsmt_process {
 	struct dsmt_meta *meta;
 	size_t nmeta;
 	int truncated, damaged;
-	int have_markers; /* step markers matched (else one whole-run interval) */
-	struct dsmt_row *rows; /* init rows, step rows, tail rows; devices ascending */
+	int rule;         /* enum dsmt_rule */
+	int grad_accum;   /* DSMT_RULE_DEEPSPEED: micro-steps per step */
+	struct dsmt_row *rows; /* intervals in time order, devices ascending in each */
 	size_t nrows;
 	uint64_t events, ooms, lost, missing;
 };
@@ -56,6 +70,10 @@ const char *dsmt_meta_get(const struct dsmt_process *p, const char *key);
 
 /* Print every record of `path` to `out`. Same return values. */
 int dsmt_dump_file(const char *path, FILE *out, FILE *err);
+
+/* Order processes by run (META run_id), rank (as a number), pid; processes
+ * without a run id, then without a rank, come first; ties keep their order. */
+void dsmt_sort_processes(struct dsmt_process *ps, size_t n);
 
 /* Reports over decoded processes. */
 void dsmt_write_json(FILE *f, const struct dsmt_process *ps, size_t n);

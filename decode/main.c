@@ -21,6 +21,10 @@ static void usage(FILE *f)
 	      "  -f, --format FMT       table (default), csv or json\n"
 	      "  --step-marker REGEX    POSIX ERE for NVTX range/mark names that delimit steps\n"
 	      "                         (default: " DSMT_DEFAULT_STEP_RE ")\n"
+	      "  --grad-accum N         without step markers, steps come from DeepSpeed's\n"
+	      "                         DeepSpeedEngine.forward/backward ranges: N micro-steps per\n"
+	      "                         step (default: --gradient_accumulation_steps in the recorded\n"
+	      "                         command line, else 1)\n"
 	      "  --ignore-totals        skip the cross-check against the allocator's own totals\n"
 	      "  -o, --output FILE      write the report to FILE instead of stdout\n"
 	      "  -v, --verbose          more diagnostics on stderr\n"
@@ -33,13 +37,14 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	enum { O_DUMP = 256, O_PERSTEP, O_STEPRE, O_IGNTOT, O_VERSION };
+	enum { O_DUMP = 256, O_PERSTEP, O_STEPRE, O_IGNTOT, O_VERSION, O_GRADACC };
 	static const struct option lo[] = {
 		{"dump", no_argument, NULL, O_DUMP},
 		{"per-step", no_argument, NULL, O_PERSTEP},
 		{"format", required_argument, NULL, 'f'},
 		{"step-marker", required_argument, NULL, O_STEPRE},
 		{"ignore-totals", no_argument, NULL, O_IGNTOT},
+		{"grad-accum", required_argument, NULL, O_GRADACC},
 		{"output", required_argument, NULL, 'o'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -56,6 +61,17 @@ int main(int argc, char **argv)
 		case 'f': fmt = optarg; break;
 		case O_STEPRE: o.step_re = optarg; break;
 		case O_IGNTOT: o.ignore_totals = 1; break;
+		case O_GRADACC: {
+			char *e;
+			long x = strtol(optarg, &e, 10);
+			if (!*optarg || *e || x < 1 || x > 1000000) {
+				fprintf(stderr, "dsmemdecode: --grad-accum wants a number from 1 to 1000000, not '%s'\n",
+					optarg);
+				return DSMT_EXIT_USAGE;
+			}
+			o.grad_accum = (int)x;
+			break;
+		}
 		case 'o': outpath = optarg; break;
 		case 'v': o.verbose++; break;
 		case 'h': usage(stdout); return DSMT_EXIT_OK;
@@ -106,6 +122,7 @@ int main(int argc, char **argv)
 				n++; /* decoded (perhaps partly) */
 		}
 		if (code != DSMT_EXIT_USAGE) {
+			dsmt_sort_processes(ps, n);
 			if (!strcmp(fmt, "json"))
 				dsmt_write_json(out, ps, n);
 			else if (!strcmp(fmt, "csv"))

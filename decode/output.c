@@ -38,33 +38,110 @@ static void json_int_meta(FILE *f, const struct dsmt_process *p, const char *key
 	fputs("null", f);
 }
 
-static void json_row(FILE *f, const struct dsmt_row *r, int with_step)
+static void json_row(FILE *f, const struct dsmt_row *r)
 {
 	fprintf(f, "{\"device\": %d, ", r->device);
-	if (with_step)
+	if (r->kind == DSMT_STEP)
 		fprintf(f, "\"step\": %d, ", r->step);
+	else if (r->kind == DSMT_EVAL)
+		fprintf(f, "\"eval\": %d, ", r->step);
 	fprintf(f,
 		"\"start_ns\": %" PRIu64 ", \"end_ns\": %" PRIu64 ", \"peak_allocated\": %" PRIu64
 		", \"end_allocated\": %" PRIu64 ", \"peak_reserved\": %" PRIu64 ", \"end_reserved\": %" PRIu64
-		", \"allocs\": %" PRIu64 ", \"frees\": %" PRIu64 "}",
+		", \"allocs\": %" PRIu64 ", \"frees\": %" PRIu64 "%s}",
 		r->start_ns, r->end_ns, r->peak_alloc, r->end_alloc, r->peak_res, r->end_res, r->allocs,
-		r->frees);
+		r->frees, r->paused ? ", \"paused\": true" : "");
 }
 
-static void json_rows(FILE *f, const struct dsmt_process *p, const char *name, int which)
+static void json_rows(FILE *f, const struct dsmt_process *p, const char *name, int kind)
 {
 	fprintf(f, "     \"%s\": [", name);
 	int first = 1;
 	for (size_t i = 0; i < p->nrows; i++) {
 		const struct dsmt_row *r = &p->rows[i];
-		int k = r->step > 0 ? 1 : r->step;
-		if (k != which)
+		if (r->kind != kind)
 			continue;
 		fputs(first ? "\n      " : ",\n      ", f);
 		first = 0;
-		json_row(f, r, which == 1);
+		json_row(f, r);
 	}
 	fputs("]", f);
+}
+
+static const char *rule_name(int rule)
+{
+	switch (rule) {
+	case DSMT_RULE_MARKERS: return "markers";
+	case DSMT_RULE_DEEPSPEED: return "deepspeed";
+	default: return "whole-run";
+	}
+}
+
+/* ---- order: run, rank, pid ---- */
+
+/* A META value that is a decimal integer: 1 and *x, else 0. */
+static int meta_int(const struct dsmt_process *p, const char *key, long long *x)
+{
+	const char *v = dsmt_meta_get(p, key);
+	char *e;
+	if (!v || !*v)
+		return 0;
+	*x = strtoll(v, &e, 10);
+	return !*e;
+}
+
+struct order {
+	const struct dsmt_process *p;
+	size_t idx;
+};
+
+static int cmp_order(const void *va, const void *vb)
+{
+	const struct order *a = va, *b = vb;
+	const char *ra = dsmt_meta_get(a->p, "run_id"), *rb = dsmt_meta_get(b->p, "run_id");
+	if (!ra != !rb)
+		return ra ? 1 : -1; /* no run id first */
+	int c = ra ? strcmp(ra, rb) : 0;
+	if (c)
+		return c;
+	long long xa = 0, xb = 0;
+	int ha = meta_int(a->p, "rank", &xa), hb = meta_int(b->p, "rank", &xb);
+	if (ha != hb)
+		return ha - hb; /* no rank first */
+	if (xa != xb)
+		return xa < xb ? -1 : 1;
+	ha = meta_int(a->p, "pid", &xa);
+	hb = meta_int(b->p, "pid", &xb);
+	if (ha != hb)
+		return ha - hb;
+	if (xa != xb)
+		return xa < xb ? -1 : 1;
+	return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+void dsmt_sort_processes(struct dsmt_process *ps, size_t n)
+{
+	struct order *o = malloc((n ? n : 1) * sizeof(*o));
+	struct dsmt_process *tmp = malloc((n ? n : 1) * sizeof(*tmp));
+	if (!o || !tmp) { /* keep the order given */
+		free(o);
+		free(tmp);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		o[i] = (struct order){&ps[i], i};
+	qsort(o, n, sizeof(*o), cmp_order);
+	for (size_t i = 0; i < n; i++)
+		tmp[i] = *o[i].p;
+	memcpy(ps, tmp, n * sizeof(*ps));
+	free(o);
+	free(tmp);
+}
+
+static int same_run(const struct dsmt_process *a, const struct dsmt_process *b)
+{
+	const char *ra = dsmt_meta_get(a, "run_id"), *rb = dsmt_meta_get(b, "run_id");
+	return !ra == !rb && (!ra || !strcmp(ra, rb));
 }
 
 void dsmt_write_json(FILE *f, const struct dsmt_process *ps, size_t n)
@@ -83,28 +160,83 @@ void dsmt_write_json(FILE *f, const struct dsmt_process *ps, size_t n)
 		json_int_meta(f, p, "rank");
 		fputs(", \"world_size\": ", f);
 		json_int_meta(f, p, "world_size");
+		fputs(", \"run_id\": ", f);
+		json_str(f, dsmt_meta_get(p, "run_id"));
 		fprintf(f, ",\n     \"truncated\": %s, \"damaged\": %s, \"events\": %" PRIu64 ", \"ooms\": %" PRIu64
 			   ", \"lost_events\": %" PRIu64 ", \"missing_events\": %" PRIu64 ",\n",
 			p->truncated ? "true" : "false", p->damaged ? "true" : "false", p->events, p->ooms,
 			p->lost, p->missing);
-		json_rows(f, p, "steps", 1);
+		fprintf(f, "     \"step_rule\": \"%s\", \"grad_accum\": ", rule_name(p->rule));
+		if (p->rule == DSMT_RULE_DEEPSPEED)
+			fprintf(f, "%d,\n", p->grad_accum);
+		else
+			fputs("null,\n", f);
+		json_rows(f, p, "steps", DSMT_STEP);
 		fputs(",\n", f);
-		json_rows(f, p, "init", 0);
+		json_rows(f, p, "init", DSMT_INIT);
 		fputs(",\n", f);
-		json_rows(f, p, "tail", -1);
+		json_rows(f, p, "tail", DSMT_TAIL);
+		fputs(",\n", f);
+		json_rows(f, p, "eval", DSMT_EVAL);
 		fputs("}", f);
 	}
 	fputs("]}\n", f);
 }
 
+/* init, 1, 2, ..., eval1, ..., tail; a `*` after an interval that overlaps
+ * a pause in tracing */
 static const char *step_label(const struct dsmt_row *r, char *buf, size_t n)
 {
-	if (r->step == 0)
-		return "init";
-	if (r->step < 0)
-		return "tail";
-	snprintf(buf, n, "%d", r->step);
+	const char *star = r->paused ? "*" : "";
+	switch (r->kind) {
+	case DSMT_INIT: snprintf(buf, n, "init%s", star); break;
+	case DSMT_TAIL: snprintf(buf, n, "tail%s", star); break;
+	case DSMT_EVAL: snprintf(buf, n, "eval%d%s", r->step, star); break;
+	default: snprintf(buf, n, "%d%s", r->step, star); break;
+	}
 	return buf;
+}
+
+/* "0-3,5": the ranks of processes [i, j) (sorted by rank), or "-" */
+static void rank_list(FILE *f, const struct dsmt_process *ps, size_t i, size_t j)
+{
+	int any = 0;
+	long long lo = 0, hi = 0, x;
+	for (size_t k = i; k < j; k++) {
+		if (!meta_int(&ps[k], "rank", &x))
+			continue;
+		if (any && x <= hi + 1) {
+			if (x > hi)
+				hi = x;
+			continue;
+		}
+		if (any)
+			fprintf(f, lo == hi ? "%lld," : "%lld-%lld,", lo, hi);
+		lo = hi = x;
+		any = 1;
+	}
+	if (any)
+		fprintf(f, lo == hi ? "%lld" : "%lld-%lld", lo, hi);
+	else
+		fputc('-', f);
+}
+
+/* The heading of the run that starts at ps[i]; returns where it ends.  No
+ * heading when no process has a run id (traces from before run ids). */
+static size_t run_heading(FILE *f, const struct dsmt_process *ps, size_t n, size_t i)
+{
+	size_t j = i + 1;
+	while (j < n && same_run(&ps[i], &ps[j]))
+		j++;
+	const char *id = dsmt_meta_get(&ps[i], "run_id");
+	if (!id && !(j < n || i > 0))
+		return j;
+	if (i)
+		fputc('\n', f);
+	fprintf(f, "run %s: %zu process%s, ranks ", id ? id : "(none)", j - i, j - i == 1 ? "" : "es");
+	rank_list(f, ps, i, j);
+	fputc('\n', f);
+	return j;
 }
 
 #define NCOL 10
@@ -113,11 +245,14 @@ void dsmt_write_table(FILE *f, const struct dsmt_process *ps, size_t n)
 {
 	static const char *hdr[NCOL] = {"step", "device", "peak_allocated", "end_allocated", "peak_reserved",
 					"end_reserved", "allocs", "frees", "peak_alloc_MiB", "peak_res_MiB"};
+	size_t run_end = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct dsmt_process *p = &ps[i];
 		const char *host = dsmt_meta_get(p, "host"), *pid = dsmt_meta_get(p, "pid"),
 			   *rank = dsmt_meta_get(p, "rank");
-		if (i)
+		if (i == run_end)
+			run_end = run_heading(f, ps, n, i);
+		else if (i)
 			fputc('\n', f);
 		fprintf(f, "%s  host=%s pid=%s rank=%s%s%s\n", p->file, host ? host : "?", pid ? pid : "?",
 			rank ? rank : "-", p->truncated ? "  (truncated)" : "", p->damaged ? "  (damaged)" : "");

@@ -9,9 +9,15 @@ status and stderr, and that --ignore-totals leaves stdout byte-identical.
   #! args ARGS...        extra dsmemdecode arguments
   #! exit N              expected exit status (default 0)
   #! stderr TEXT         stderr must contain TEXT (every run)
-  #! expect step=S dev=D key=value...   a row of the JSON report (S: 1.., init, tail)
-  #! rows N              number of rows (steps + init + tail, all devices)
-  #! process key=value   process-level JSON fields
+  #! expect [proc=I] step=S dev=D key=value...
+                         a row of the JSON report (S: 1.., init, tail, evalK;
+                         I: index in the report, default 0; paused absent = false)
+  #! rows N              number of rows (steps + init + tail + eval, all devices)
+  #! process [proc=I] key=value   process-level JSON fields
+  #! file NAME           the lines up to the next `#! file` build trace NAME.zst;
+                         the traces go to dsmemdecode in this order (default:
+                         the whole script is one trace, CASE.zst)
+  #! order NAME...       the processes of the report, by file (default: one)
 
 usage: golden.py MKTRACE DSMEMDECODE SRCDIR WORKDIR [--update] CASE...
 """
@@ -42,7 +48,14 @@ def parse_value(v):
 def check_case(mktrace, decode, srcdir, work, name, update):
     script = os.path.join(srcdir, name + ".txt")
     directives = [l[2:].strip() for l in open(script) if l.startswith("#!")]
-    args, exit_code, stderr_want, expects, rows, procs = [], 0, [], [], None, []
+    args, exit_code, stderr_want, expects, rows, procs, order = [], 0, [], [], None, [], None
+    parts, cur = [], None  # (name, script lines)
+    for l in open(script):
+        if l.startswith("#! file "):
+            cur = (l[8:].strip(), [])
+            parts.append(cur)
+        elif cur:
+            cur[1].append(l)
     for d in directives:
         key, _, rest = d.partition(" ")
         if key == "args":
@@ -57,17 +70,31 @@ def check_case(mktrace, decode, srcdir, work, name, update):
             rows = int(rest)
         elif key == "process":
             procs.append(dict(kv.split("=", 1) for kv in rest.split()))
+        elif key == "file":
+            pass
+        elif key == "order":
+            order = rest.split()
         else:
             raise AssertionError("%s: unknown directive %r" % (name, d))
-    trace = name + ".zst"
-    rc, _, err = run([mktrace, script, os.path.join(work, trace)], work)
-    if rc != 0:
-        raise AssertionError("mktrace failed on %s: %s" % (name, err))
+    traces = []
+    if not parts:
+        traces = [name + ".zst"]
+        rc, _, err = run([mktrace, script, os.path.join(work, traces[0])], work)
+        if rc != 0:
+            raise AssertionError("mktrace failed on %s: %s" % (name, err))
+    for pname, lines in parts:
+        traces.append(pname + ".zst")
+        part = os.path.join(work, "%s.%s.txt" % (name, pname))
+        with open(part, "w") as f:
+            f.writelines(lines)
+        rc, _, err = run([mktrace, part, os.path.join(work, traces[-1])], work)
+        if rc != 0:
+            raise AssertionError("mktrace failed on %s, file %s: %s" % (name, pname, err))
 
     fails = []
     outputs = {}
     for fmt in ("json", "table", "csv"):
-        rc, out, err = run([decode, "--format", fmt] + args + [trace], work)
+        rc, out, err = run([decode, "--format", fmt] + args + traces, work)
         outputs[fmt] = out
         if rc != exit_code:
             fails.append("%s: exit %d, expected %d\n%s" % (fmt, rc, exit_code, err))
@@ -75,7 +102,7 @@ def check_case(mktrace, decode, srcdir, work, name, update):
             if s not in err:
                 fails.append("%s: stderr lacks %r; got:\n%s" % (fmt, s, err))
         # --ignore-totals: byte-identical report
-        rc2, out2, _ = run([decode, "--format", fmt, "--ignore-totals"] + args + [trace], work)
+        rc2, out2, _ = run([decode, "--format", fmt, "--ignore-totals"] + args + traces, work)
         if out2 != out or rc2 != rc:
             fails.append("%s: --ignore-totals changed the output" % fmt)
         gold = os.path.join(srcdir, "%s.%s" % (name, fmt))
@@ -88,26 +115,34 @@ def check_case(mktrace, decode, srcdir, work, name, update):
             fails.append("%s: output differs from %s:\n%s" % (fmt, gold, out.decode(errors="replace")))
 
     doc = json.loads(outputs["json"])
-    if doc.get("format") != "dsmemdecode-steps/1" or len(doc["processes"]) != 1:
+    files = [os.path.splitext(t)[0] for t in traces] if order is None else order
+    if doc.get("format") != "dsmemdecode-steps/1" or len(doc["processes"]) != len(files):
         fails.append("bad JSON document")
+    elif [os.path.splitext(p["file"])[0] for p in doc["processes"]] != files:
+        fails.append("processes in the order %s, expected %s" % ([p["file"] for p in doc["processes"]], files))
     else:
-        p = doc["processes"][0]
-        allrows = [dict(r, step=r["step"]) for r in p["steps"]]
-        allrows += [dict(r, step="init") for r in p["init"]]
-        allrows += [dict(r, step="tail") for r in p["tail"]]
-        if rows is not None and len(allrows) != rows:
-            fails.append("expected %d rows, got %d" % (rows, len(allrows)))
+        def rows_of(p):
+            allrows = [dict(r, step=r["step"]) for r in p["steps"]]
+            allrows += [dict(r, step="init") for r in p["init"]]
+            allrows += [dict(r, step="tail") for r in p["tail"]]
+            allrows += [dict(r, step="eval%d" % r["eval"]) for r in p["eval"]]
+            return allrows
+        if rows is not None and len(rows_of(doc["processes"][0])) != rows:
+            fails.append("expected %d rows, got %d" % (rows, len(rows_of(doc["processes"][0]))))
         for e in expects:
+            pi = int(e.pop("proc", 0))
             step = parse_value(e.pop("step"))
             dev = int(e.pop("dev"))
-            match = [r for r in allrows if r["step"] == step and r["device"] == dev]
+            match = [r for r in rows_of(doc["processes"][pi]) if r["step"] == step and r["device"] == dev]
             if len(match) != 1:
-                fails.append("no row for step %s device %d" % (step, dev))
+                fails.append("no row for step %s device %d of process %d" % (step, dev, pi))
                 continue
             for k, v in e.items():
-                if match[0].get(k) != parse_value(v):
-                    fails.append("step %s dev %d: %s = %r, expected %s" % (step, dev, k, match[0].get(k), v))
+                got = match[0].get(k, False if k == "paused" else None)
+                if got != parse_value(v):
+                    fails.append("process %d step %s dev %d: %s = %r, expected %s" % (pi, step, dev, k, got, v))
         for pr in procs:
+            p = doc["processes"][int(pr.pop("proc", 0))]
             for k, v in pr.items():
                 if p.get(k) != parse_value(v):
                     fails.append("process %s = %r, expected %s" % (k, p.get(k), v))
