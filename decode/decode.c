@@ -1854,12 +1854,12 @@ static int build_rows(struct ctx *c, struct dsmt_process *out)
 		size_t train = 0;
 		for (size_t i = 0; i < c->fwds.n; i++)
 			train += c->fwds.v[i].backward != 0;
-		msg(c, "no step markers matched %s; steps from DeepSpeedEngine.forward/backward ranges (%d micro-step%s per step, %s; %zu training micro-steps, %zu evaluation forwards)",
+		msg(c, "no step markers matched %s; steps from DeepSpeedEngine.forward/backward ranges (%d micro-step%s per step, %s; %zu training micro-step%s, %zu evaluation forward%s)",
 		    c->o->step_re, n, n == 1 ? "" : "s",
 		    c->o->grad_accum > 0 ? "from --grad-accum"
 		    : from_cmd	       ? "from --gradient_accumulation_steps in the command line"
 				       : "neither --grad-accum nor --gradient_accumulation_steps in the command line",
-		    train, c->fwds.n - train);
+		    train, train == 1 ? "" : "s", c->fwds.n - train, c->fwds.n - train == 1 ? "" : "s");
 	} else {
 		out->rule = DSMT_RULE_WHOLE_RUN;
 		lab[0] = (struct label){DSMT_STEP, 1};

@@ -9,6 +9,7 @@ status and stderr, and that --ignore-totals leaves stdout byte-identical.
   #! args ARGS...        extra dsmemdecode arguments
   #! exit N              expected exit status (default 0)
   #! stderr TEXT         stderr must contain TEXT (every run)
+  #! nostderr TEXT       stderr must not contain TEXT
   #! expect [proc=I] step=S dev=D key=value...
                          a row of the JSON report (S: 1.., init, tail, evalK;
                          I: index in the report, default 0; paused absent = false)
@@ -48,6 +49,7 @@ def parse_value(v):
 def check_case(mktrace, decode, srcdir, work, name, update):
     script = os.path.join(srcdir, name + ".txt")
     directives = [l[2:].strip() for l in open(script) if l.startswith("#!")]
+    stderr_not = []
     args, exit_code, stderr_want, expects, rows, procs, order = [], 0, [], [], None, [], None
     parts, cur = [], None  # (name, script lines)
     for l in open(script):
@@ -64,6 +66,8 @@ def check_case(mktrace, decode, srcdir, work, name, update):
             exit_code = int(rest)
         elif key == "stderr":
             stderr_want.append(rest)
+        elif key == "nostderr":
+            stderr_not.append(rest)
         elif key == "expect":
             expects.append(dict(kv.split("=", 1) for kv in rest.split()))
         elif key == "rows":
@@ -101,6 +105,9 @@ def check_case(mktrace, decode, srcdir, work, name, update):
         for s in stderr_want:
             if s not in err:
                 fails.append("%s: stderr lacks %r; got:\n%s" % (fmt, s, err))
+        for s in stderr_not:
+            if s in err:
+                fails.append("%s: stderr has %r; got:\n%s" % (fmt, s, err))
         # --ignore-totals: byte-identical report
         rc2, out2, _ = run([decode, "--format", fmt, "--ignore-totals"] + args + traces, work)
         if out2 != out or rc2 != rc:
