@@ -190,7 +190,7 @@ struct ctx {
 	VEC(struct stretch) stretches;
 	int paused, postpause;
 	uint64_t epoch;
-	uint64_t pauses, pause_seq, pause_seq_end;
+	uint64_t pauses, pause_seq;
 	uint64_t resyncs, pause_unk_free, pause_stale, pause_rt_unk_free; /* expected after a pause */
 	int need_res; /* a torch event replayed after a pause lacked its tot_reserved */
 	uint64_t unk_free, unk_free_seq, unk_free_ptr, dbl_alloc, dbl_alloc_seq;
@@ -746,12 +746,7 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 	case DSMT_REC_LOST:
 		c->lost += e->size;
 		break;
-	case DSMT_REC_PAUSE: /* one per device: count the first */
-		if (c->pause_seq_end != seq) {
-			if (!c->pauses++)
-				c->pause_seq = seq;
-		}
-		c->pause_seq_end = seq + 1;
+	case DSMT_REC_PAUSE: /* one per device (dev1 0: none known): the first starts the pause */
 		if (!c->paused) {
 			struct stretch *st = VPUSH(c->stretches);
 			if (!st) {
@@ -760,6 +755,8 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 			}
 			*st = (struct stretch){seq, UINT64_MAX};
 			c->paused = 1;
+			if (!c->pauses++)
+				c->pause_seq = seq;
 		}
 		break;
 	case DSMT_REC_RESUME: /* one per device with known totals (dev1 0: none) */
