@@ -79,6 +79,8 @@ static void selftime_report(void)
 {
 	uint64_t n = atomic_load(&self_events), t = atomic_load(&self_ns_total);
 	uint64_t w = atomic_load(&self_ns_warm), nw = n < SELF_WARMUP ? n : SELF_WARMUP;
+	if (n == 0)
+		return; /* a process that recorded nothing says nothing */
 	dsmt_warn("selftime: %llu events, %llu ns total, %.1f ns/event (native depth %d); "
 		  "first %llu events %.1f ns/event, after them %.1f ns/event",
 		  (unsigned long long)n, (unsigned long long)t, n ? (double)t / (double)n : 0.0,
