@@ -472,6 +472,19 @@ static void close_segment(struct ctx *c, uint64_t seq, uint64_t ts)
 	}
 }
 
+/* A matching range ended at (seq, ts): close the interval there and keep
+ * the range for step building. */
+static void end_range(struct ctx *c, uint64_t start_seq, uint64_t start_ts, uint64_t seq, uint64_t ts)
+{
+	close_segment(c, seq, ts);
+	struct range *r = VPUSH(c->ranges);
+	if (!r) {
+		c->nomem = 1;
+		return;
+	}
+	*r = (struct range){start_seq, start_ts, seq, ts};
+}
+
 /* What an NVTX name is to the step finder (bits). */
 enum { NC_KNOWN = 1, NC_MARKER = 2 /* matches --step-marker */, NC_FWD = 4, NC_BWD = 8 };
 #define DS_FORWARD "DeepSpeedEngine.forward"
@@ -842,15 +855,8 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 			break;
 		}
 		struct nvtx_ent top = s->v[--s->n];
-		if (name_matches(c, top.name)) {
-			close_segment(c, seq, e->ts);
-			struct range *r = VPUSH(c->ranges);
-			if (!r) {
-				c->nomem = 1;
-				break;
-			}
-			*r = (struct range){top.seq, top.ts, seq, e->ts};
-		}
+		if (name_matches(c, top.name))
+			end_range(c, top.seq, top.ts, seq, e->ts);
 		break;
 	}
 	case DSMT_REC_NVTX_START:
@@ -869,15 +875,8 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 		break;
 	case DSMT_REC_NVTX_END: {
 		struct dsmt_hent a, b;
-		if (dsmt_hmap_del(&c->open_seq, e->size, &a) && dsmt_hmap_del(&c->open_ts, e->size, &b)) {
-			close_segment(c, seq, e->ts);
-			struct range *r = VPUSH(c->ranges);
-			if (!r) {
-				c->nomem = 1;
-				break;
-			}
-			*r = (struct range){a.v, b.v, seq, e->ts};
-		}
+		if (dsmt_hmap_del(&c->open_seq, e->size, &a) && dsmt_hmap_del(&c->open_ts, e->size, &b))
+			end_range(c, a.v, b.v, seq, e->ts);
 		break;
 	}
 	case DSMT_REC_NVTX_MARK:
