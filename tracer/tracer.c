@@ -362,9 +362,13 @@ static void start_once_fn(void)
 		emit_pause_records(DSMT_REC_RESUME);
 }
 
-/* Reserves an event slot, writing a LOST record first if events were dropped.
- * Sequence number and time are taken last, as close to the operation as
- * possible. */
+/* Reserves an event slot, writing a LOST record first if events were
+ * dropped, and stamps it with the sequence number and time.  The stamp comes
+ * before the record's fields are written: the locked increment would
+ * otherwise wait for those stores to cold ring lines to drain (measured: 62 %
+ * of the recorder's cycles with two threads taking turns, as torch's main and
+ * autograd threads do).  The hook runs under the allocator's lock and a free
+ * is recorded before the real free, so the order holds either way. */
 static struct dsmt_ev *ev_begin(struct dsmt_ring *r, uint64_t *nh)
 {
 	if (__builtin_expect(r->lost != 0, 0)) {
@@ -386,13 +390,13 @@ static struct dsmt_ev *ev_begin(struct dsmt_ring *r, uint64_t *nh)
 		r->lost++;
 		return NULL;
 	}
+	e->seq = atomic_fetch_add_explicit(&dsmt_seq, 1, memory_order_relaxed);
+	e->ts = dsmt_now_ns();
 	return e;
 }
 
-static void ev_end(struct dsmt_ring *r, struct dsmt_ev *e, uint64_t nh, uint64_t t0)
+static void ev_end(struct dsmt_ring *r, uint64_t nh, uint64_t t0)
 {
-	e->seq = atomic_fetch_add_explicit(&dsmt_seq, 1, memory_order_relaxed);
-	e->ts = dsmt_now_ns();
 	ring_commit(r, nh);
 	if (t0) {
 		uint64_t dt = dsmt_now_ns() - t0;
@@ -435,7 +439,7 @@ void dsmt_ev_mem(uint8_t rec, uint8_t api, int dev, uint64_t ptr, uint64_t size,
 	e->a = tot ? tot[0] : 0;
 	e->b = tot ? tot[1] : 0;
 	e->c = 0;
-	ev_end(r, e, nh, t0);
+	ev_end(r, nh, t0);
 }
 
 void dsmt_ev_oom(int dev, uint64_t size, uint64_t tot_alloc, uint64_t tot_reserved, const void *site)
@@ -457,13 +461,11 @@ void dsmt_ev_nvtx(uint8_t rec, uint32_t domain, uint32_t name, uint64_t range_id
 	struct dsmt_ev *e = ev_begin(r, &nh);
 	if (!e)
 		return;
-	memset(e, 0, sizeof *e);
-	e->rec = rec;
-	e->dev = -1;
+	*e = (struct dsmt_ev){.seq = e->seq, .ts = e->ts, .rec = rec, .dev = -1};
 	e->a = domain;
 	e->b = name;
 	e->c = range_id;
-	ev_end(r, e, nh, t0);
+	ev_end(r, nh, t0);
 }
 
 /* ---- pause / resume ---- */
@@ -498,14 +500,12 @@ static void emit_pause_records(uint8_t rec)
 		struct dsmt_ev *e = ev_begin(r, &nh);
 		if (!e)
 			return;
-		memset(e, 0, sizeof *e);
-		e->rec = rec;
-		e->dev = (int16_t)d;
+		*e = (struct dsmt_ev){.seq = e->seq, .ts = e->ts, .rec = rec, .dev = (int16_t)d};
 		if (d >= 0) {
 			e->a = atomic_load_explicit(&last_tot[d][0], memory_order_relaxed);
 			e->b = atomic_load_explicit(&last_tot[d][1], memory_order_relaxed);
 		}
-		ev_end(r, e, nh, 0);
+		ev_end(r, nh, 0);
 	}
 }
 
