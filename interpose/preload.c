@@ -51,8 +51,8 @@ void *dsmt_resolve(const char *sym, const char *hint, const void *self)
 		}
 	}
 	if (!f)
-		dsmt_warn("cannot find the original %s (looked in the global scope and in %s*); "
-			  "this call fails instead",
+		dsmt_warn("cannot find the original %s (looked in the global scope and in %s*): "
+			  "calls to it are not forwarded",
 			  sym, hint);
 	dsmt_in_hook = saved;
 	return f;

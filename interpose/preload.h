@@ -13,13 +13,16 @@
 DSMT_HIDDEN void *dsmt_resolve(const char *sym, const char *hint, const void *self);
 
 /* Lazily resolved pointer to the original of a hooked function. */
-#define DSMT_REAL_NAMED(fn, name, hint)                                                                \
+#define DSMT_REAL_NAMED(fn, name, hint)                                                          \
 	({                                                                                       \
 		static _Atomic(__typeof__(&fn)) real_;                                           \
+		static _Atomic int tried_; /* resolve (and warn) once, found or not */           \
 		__typeof__(&fn) f_ = atomic_load_explicit(&real_, memory_order_relaxed);         \
-		if (__builtin_expect(!f_, 0)) {                                                  \
+		if (__builtin_expect(!f_, 0) && !atomic_exchange(&tried_, 1)) {                  \
 			f_ = (__typeof__(&fn))dsmt_resolve(name, hint, (const void *)&fn);       \
-			atomic_store_explicit(&real_, f_, memory_order_relaxed);                 \
+			atomic_store_explicit(&real_, f_, memory_order_release);                 \
+		} else if (!f_) {                                                                \
+			f_ = atomic_load_explicit(&real_, memory_order_acquire);                 \
 		}                                                                                \
 		f_;                                                                              \
 	})
@@ -30,10 +33,13 @@ DSMT_HIDDEN void *dsmt_resolve(const char *sym, const char *hint, const void *se
 #define DSMT_LOOKUP(type, name, hint)                                                            \
 	({                                                                                       \
 		static _Atomic(type) p_;                                                         \
+		static _Atomic int tried_;                                                       \
 		type q_ = atomic_load_explicit(&p_, memory_order_relaxed);                       \
-		if (__builtin_expect(!q_, 0)) {                                                  \
+		if (__builtin_expect(!q_, 0) && !atomic_exchange(&tried_, 1)) {                  \
 			q_ = (type)dsmt_resolve(name, hint, NULL);                               \
-			atomic_store_explicit(&p_, q_, memory_order_relaxed);                    \
+			atomic_store_explicit(&p_, q_, memory_order_release);                    \
+		} else if (!q_) {                                                                \
+			q_ = atomic_load_explicit(&p_, memory_order_acquire);                    \
 		}                                                                                \
 		q_;                                                                              \
 	})
