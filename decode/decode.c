@@ -352,8 +352,11 @@ static int site_is_torch_now(struct ctx *c, uint64_t site)
 
 /* ---- printing helpers (dump) ---------------------------------------- */
 
+/* Quoted and escaped, at most STR_MAX bytes (the longest string kept). */
 static void put_esc(FILE *f, const char *s, size_t n)
 {
+	if (n > STR_MAX)
+		n = STR_MAX;
 	fputc('"', f);
 	for (size_t i = 0; i < n; i++) {
 		unsigned char ch = (unsigned char)s[i];
@@ -1423,9 +1426,9 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 				meta_add(c, k, kn, v, vn);
 			else if (mode == PASS_DUMP) {
 				fprintf(df, "%u META ", fidx);
-				put_esc(df, (const char *)k, kn > STR_MAX ? STR_MAX : kn);
+				put_esc(df, (const char *)k, kn);
 				fputc('=', df);
-				put_esc(df, (const char *)v, vn > STR_MAX ? STR_MAX : vn);
+				put_esc(df, (const char *)v, vn);
 				fputc('\n', df);
 			}
 			break;
@@ -1440,7 +1443,7 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 				str_add(c, id, s, n);
 			else if (mode == PASS_DUMP) {
 				fprintf(df, "%u STRING id=%" PRIu64 " ", fidx, id);
-				put_esc(df, (const char *)s, n > STR_MAX ? STR_MAX : n);
+				put_esc(df, (const char *)s, n);
 				fputc('\n', df);
 			}
 			break;
@@ -1508,7 +1511,7 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 			} else if (mode == PASS_DUMP) {
 				fprintf(df, "%u MODULE base=0x%" PRIx64 " lo=0x%" PRIx64 " hi=0x%" PRIx64 " path=", fidx,
 					m.base, m.lo, m.hi);
-				put_esc(df, (const char *)path, pn2 > STR_MAX ? STR_MAX : pn2);
+				put_esc(df, (const char *)path, pn2);
 				fputs(" build_id=", df);
 				for (size_t i = 0; i < bn && i < 64; i++)
 					fprintf(df, "%02x", bid[i]);
@@ -1556,7 +1559,7 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 			c->cur = t;
 			if (mode == PASS_DUMP) {
 				fprintf(df, "%u THREAD tid=%" PRIu64 " name=", fidx, tid);
-				put_esc(df, (const char *)name, nn > STR_MAX ? STR_MAX : nn);
+				put_esc(df, (const char *)name, nn);
 				fputc('\n', df);
 			}
 			break;
