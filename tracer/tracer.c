@@ -556,7 +556,6 @@ void dsmt_toggle_request(void)
 }
 
 /* Called by the writer thread at each wake-up. */
-DSMT_HIDDEN void dsmt_toggle_apply(void);
 void dsmt_toggle_apply(void)
 {
 	int n = atomic_exchange(&toggle_pending, 0);

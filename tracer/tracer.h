@@ -60,6 +60,8 @@ DSMT_HIDDEN void dsmt_resume(void);
 DSMT_HIDDEN void dsmt_note_totals(int dev, uint64_t tot_alloc, uint64_t tot_reserved);
 /* Async-signal-safe: asks for a pause/resume toggle (DSMEMTRACE_TOGGLE_SIGNAL). */
 DSMT_HIDDEN void dsmt_toggle_request(void);
+/* Writer thread: carries out the toggles asked for since its last wake-up. */
+DSMT_HIDDEN void dsmt_toggle_apply(void);
 
 /* Interns a string for the calling thread; returns its id (>0), 0 on failure. */
 DSMT_HIDDEN uint32_t dsmt_intern(const char *s, size_t n);

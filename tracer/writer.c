@@ -36,7 +36,6 @@ static int out_fd = -1;
 static ZSTD_CCtx *cctx;
 static uint8_t *raw, *zbuf;
 static size_t raw_len, raw_cap, zbuf_cap;
-static uint64_t frames_written;
 
 /* ---- output buffer ---- */
 
@@ -488,7 +487,6 @@ static void end_frame(int final)
 	}
 	if (write_all(zbuf, zn) != 0)
 		fail("cannot write the trace");
-	frames_written++;
 }
 
 static void drain_all(void)
@@ -562,6 +560,14 @@ static int open_trace_tmp(char *tmp, size_t cap)
 	snprintf(tmp, cap, "%s/.dsmemtrace.%d.%llx.tmp", dsmt_cfg.dir, (int)getpid(),
 		 (unsigned long long)dsmt_now_ns());
 	return open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+}
+
+/* Removes a temporary trace that never got its name (an unnamed O_TMPFILE
+ * goes with its descriptor). */
+static void drop_tmp(const char *tmp)
+{
+	if (strncmp(tmp, "/proc/self/fd/", 14))
+		unlink(tmp);
 }
 
 static int publish_trace(const char *tmp, char *path, size_t cap)
@@ -757,8 +763,6 @@ static int write_header(void)
 
 /* ---- the thread ---- */
 
-DSMT_HIDDEN void dsmt_toggle_apply(void);
-
 static void ack_flush(uint64_t req)
 {
 	if (req <= atomic_load(&flush_done))
@@ -790,22 +794,19 @@ static void *writer_main(void *arg)
 	    ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1))) {
 		errno = ENOMEM;
 		fail("cannot set up zstd");
-		if (strncmp(tmp, "/proc/", 6))
-			unlink(tmp);
+		drop_tmp(tmp);
 		ack_flush(~0ull >> 1);
 		return NULL;
 	}
 	if (write_header() != 0) {
 		fail("cannot write the trace header");
-		if (strncmp(tmp, "/proc/", 6))
-			unlink(tmp);
+		drop_tmp(tmp);
 		ack_flush(~0ull >> 1);
 		return NULL;
 	}
 	if (publish_trace(tmp, path, sizeof path) != 0) {
 		fail("cannot name the trace file in DSMEMTRACE_DIR");
-		if (strncmp(tmp, "/proc/", 6))
-			unlink(tmp);
+		drop_tmp(tmp);
 		ack_flush(~0ull >> 1);
 		return NULL;
 	}
