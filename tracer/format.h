@@ -54,7 +54,8 @@
 #define DSMT_MAGIC "DSMTRACE"
 #define DSMT_MAGIC_LEN 8
 #define DSMT_FORMAT_MAJOR 1 /* bumped only for incompatible changes */
-#define DSMT_FORMAT_MINOR 0 /* bumped when records or trailing fields are added */
+#define DSMT_FORMAT_MINOR 1 /* bumped when records or trailing fields are added
+                             * 1.1 (2026-11-30): DRV, SOURCE and SAMPLE records */
 /* Format 1 was redefined once before any release (2026-11-30: field order,
  * site/totals deltas, frame history); traces of the earlier layout exist only
  * in this repository's history. */
@@ -74,17 +75,32 @@ enum dsmt_rec {
 	DSMT_REC_FLUSH = 0x06,  /* ts (absolute, ts units), next_seq: the writer started
 	                         * draining at ts; every event committed before ts is in
 	                         * this frame or an earlier one (next_seq = seqs claimed then) */
+	DSMT_REC_SAMPLE = 0x07, /* next_seq ts (absolute) dev1 flags proc_used dev_used dev_total:
+	                         * NVML's view of one device, read by the writer thread when
+	                         * next_seq seqs had been claimed (replay it before event
+	                         * next_seq).  proc_used: this process's bytes on the device
+	                         * (valid when flags & DSMT_SAMPLE_PROC); dev_used/dev_total:
+	                         * the whole device (all processes) */
 
 	/* events: belong to the current thread; dseq and dts come last */
 	DSMT_REC_ALLOC = 0x10, /* api dev1 sdptr size stream stack sdsite stot_alloc stot_reserved dseq dts */
 	DSMT_REC_FREE = 0x11,  /* same fields as ALLOC; size 0 when the API gives none */
 	DSMT_REC_OOM = 0x12,   /* dev1 size tot_alloc tot_reserved (absolute) stack sdsite dseq dts */
+	/* driver level (CUDA driver API, seen by CUPTI or the entry-point wrappers):
+	 * op (enum dsmt_drv_op) via (DSMT_VIA_* | DSMT_VIA_UNDER_RT) dev1 sdptr size
+	 * aux stack sdsite dseq dts.  sdptr and sdsite update the thread's ptr and
+	 * site state like ALLOC/FREE; the meaning of ptr, size and aux is per op. */
+	DSMT_REC_DRV = 0x13,
 	DSMT_REC_NVTX_PUSH = 0x20,  /* domain name dseq dts   (string ids, 0 = default/none) */
 	DSMT_REC_NVTX_POP = 0x21,   /* domain dseq dts */
 	DSMT_REC_NVTX_START = 0x22, /* range_id domain name dseq dts */
 	DSMT_REC_NVTX_END = 0x23,   /* range_id dseq dts */
 	DSMT_REC_NVTX_MARK = 0x24,  /* domain name dseq dts */
 	DSMT_REC_LOST = 0x30,       /* count dseq dts — events this thread could not record */
+	/* hand-over: from this event on, driver-level events come from `via`
+	 * (DSMT_VIA_*, 0 = nothing records them); reason: enum dsmt_src_reason;
+	 * name: string id (0 = none), e.g. the library that took CUPTI */
+	DSMT_REC_SOURCE = 0x31, /* via reason name dseq dts */
 	/* tracing paused / resumed (dsmemtrace_pause/resume, DSMEMTRACE_TOGGLE_SIGNAL):
 	 * one record per device whose allocator totals are known (dev1 0 when none);
 	 * totals as last reported by the allocator.  While paused nothing is recorded. */
@@ -110,6 +126,66 @@ enum dsmt_api {
 	DSMT_API_CUDA_FREE_HOST = 22,      /* cudaFreeHost (FREE only) */
 	/* cudaFreeAsync is written as DSMT_API_CUDA_MALLOC_ASYNC, cudaHostUnregister
 	 * as DSMT_API_CUDA_HOST_REGISTER */
+};
+
+/* SAMPLE flags */
+#define DSMT_SAMPLE_PROC 1u /* proc_used is valid */
+
+/* DRV: how the event was seen (low 4 bits of via) */
+enum dsmt_via {
+	DSMT_VIA_NONE = 0,
+	DSMT_VIA_CUPTI = 1,    /* CUPTI driver-API callback (or resource callback) */
+	DSMT_VIA_DLSYM = 2,    /* our wrapper of the entry point (dlsym / cuGetProcAddress / export) */
+	DSMT_VIA_ACTIVITY = 3, /* a CUPTI activity record (module statics) */
+};
+/* DRV via bit: the driver call ran inside a hooked runtime call on the same
+ * thread (cudaMalloc -> cuMemAlloc_v2): one allocation with that ALLOC/FREE */
+#define DSMT_VIA_UNDER_RT 0x10u
+
+/* DRV ops.  "handle" = CUmemGenericAllocationHandle.  Allocations are
+ * recorded after the call succeeded; frees and releases before the call
+ * (CUPTI: at API enter) so the address cannot be reused first.  Failed
+ * calls are not recorded (a free whose call fails was recorded). */
+enum dsmt_drv_op {
+	DSMT_DRV_ALLOC = 1,         /* cuMemAlloc_v2, cuMemAllocPitch_v2: ptr size */
+	DSMT_DRV_FREE = 2,          /* cuMemFree_v2: ptr */
+	DSMT_DRV_ALLOC_MANAGED = 3, /* cuMemAllocManaged: ptr size aux=flags (freed by DRV_FREE) */
+	DSMT_DRV_ALLOC_HOST = 4,    /* cuMemAllocHost_v2, cuMemHostAlloc: ptr size aux=flags */
+	DSMT_DRV_FREE_HOST = 5,     /* cuMemFreeHost: ptr */
+	DSMT_DRV_HOST_REGISTER = 6, /* cuMemHostRegister_v2: ptr size aux=flags */
+	DSMT_DRV_HOST_UNREGISTER = 7, /* cuMemHostUnregister: ptr */
+	DSMT_DRV_ALLOC_ASYNC = 8,   /* cuMemAllocAsync(_ptsz), cuMemAllocFromPoolAsync(_ptsz):
+	                             * ptr size aux=pool (0 = the device's current pool) */
+	DSMT_DRV_FREE_ASYNC = 9,    /* cuMemFreeAsync(_ptsz): ptr */
+	DSMT_DRV_CREATE = 10,       /* cuMemCreate: ptr=handle size aux=location type
+	                             * (CU_MEM_LOCATION_TYPE_*; dev1 from a DEVICE location) */
+	DSMT_DRV_RELEASE = 11,      /* cuMemRelease: ptr=handle */
+	DSMT_DRV_RETAIN = 12,       /* cuMemRetainAllocationHandle: ptr=handle aux=address */
+	DSMT_DRV_MAP = 13,          /* cuMemMap: ptr=va size aux=handle */
+	DSMT_DRV_UNMAP = 14,        /* cuMemUnmap: ptr=va size */
+	DSMT_DRV_SET_ACCESS = 15,   /* cuMemSetAccess: ptr size aux=descriptor count */
+	DSMT_DRV_RESERVE = 16,      /* cuMemAddressReserve: ptr size (address space only) */
+	DSMT_DRV_ADDR_FREE = 17,    /* cuMemAddressFree: ptr size */
+	DSMT_DRV_IMPORT = 18,       /* cuMemImportFromShareableHandle: ptr=handle aux=handle type */
+	DSMT_DRV_IPC_OPEN = 19,     /* cuIpcOpenMemHandle_v2: ptr size (0 when unknown) */
+	DSMT_DRV_IPC_CLOSE = 20,    /* cuIpcCloseMemHandle: ptr */
+	DSMT_DRV_POOL_CREATE = 21,  /* cuMemPoolCreate: ptr=pool */
+	DSMT_DRV_POOL_DESTROY = 22, /* cuMemPoolDestroy: ptr=pool */
+	DSMT_DRV_POOL_TRIM = 23,    /* cuMemPoolTrimTo: ptr=pool size=minBytesToKeep */
+	DSMT_DRV_CTX_CREATE = 24,   /* context created: ptr=context */
+	DSMT_DRV_CTX_DESTROY = 25,  /* context about to be destroyed: ptr=context */
+	DSMT_DRV_STATIC = 26,       /* module __device__ statics loaded: ptr size */
+	DSMT_DRV_STATIC_FREE = 27,  /* module statics released: ptr size */
+};
+
+/* SOURCE reasons */
+enum dsmt_src_reason {
+	DSMT_SRC_START = 1,     /* the first source of the process */
+	DSMT_SRC_YIELD = 2,     /* another tool subscribed to CUPTI: we handed it over */
+	DSMT_SRC_REFUSED = 3,   /* our cuptiSubscribe failed (another subscriber: nsys, ncu...) */
+	DSMT_SRC_NO_CUPTI = 4,  /* libcupti not found or unusable */
+	DSMT_SRC_DISABLED = 5,  /* DSMEMTRACE_CUPTI=0 */
+	DSMT_SRC_FOREIGN = 6,   /* CUDA_INJECTION64_PATH named another tool's library */
 };
 
 #endif

@@ -442,6 +442,57 @@ void dsmt_ev_mem(uint8_t rec, uint8_t api, int dev, uint64_t ptr, uint64_t size,
 	ev_end(r, nh, t0);
 }
 
+void dsmt_ev_drv(uint8_t op, uint8_t via, int dev, uint64_t ptr, uint64_t size, uint64_t aux,
+		 const void *site)
+{
+	if (OFF())
+		return;
+	uint64_t t0 = dsmt_cfg.selftime ? dsmt_now_ns() : 0;
+	pthread_once(&start_once, start_once_fn);
+	struct dsmt_ring *r = ring_get();
+	if (!r)
+		return;
+	uint32_t stk = dsmt_cfg.native_depth > 0 && atomic_load_explicit(&dsmt_unwind_ready, memory_order_acquire)
+			       ? stack_id(r)
+			       : 0;
+	uint64_t nh;
+	struct dsmt_ev *e = ev_begin(r, &nh);
+	if (!e)
+		return;
+	e->rec = DSMT_REC_DRV;
+	e->api = op;
+	e->dev = (int16_t)dev;
+	e->stack = stk;
+	e->ptr = ptr;
+	e->size = size;
+	e->stream = aux;
+	e->site = (uint64_t)(uintptr_t)site;
+	e->has_tot = 0;
+	e->a = via;
+	e->b = 0;
+	e->c = 0;
+	ev_end(r, nh, t0);
+}
+
+void dsmt_ev_source(uint8_t via, uint8_t reason, uint32_t name)
+{
+	if (dsmt_cfg.disabled)
+		return;
+	/* like NVTX: does not start the writer; waits for the first allocation */
+	struct dsmt_ring *r = ring_get();
+	if (!r)
+		return;
+	uint64_t nh;
+	struct dsmt_ev *e = ev_begin(r, &nh);
+	if (!e)
+		return;
+	*e = (struct dsmt_ev){.seq = e->seq, .ts = e->ts, .rec = DSMT_REC_SOURCE, .dev = -1};
+	e->a = via;
+	e->b = reason;
+	e->c = name;
+	ev_end(r, nh, 0);
+}
+
 void dsmt_ev_oom(int dev, uint64_t size, uint64_t tot_alloc, uint64_t tot_reserved, const void *site)
 {
 	uint64_t tot[2] = {tot_alloc, tot_reserved};

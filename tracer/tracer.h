@@ -49,6 +49,13 @@ DSMT_HIDDEN void dsmt_ev_mem(uint8_t rec, uint8_t api, int dev, uint64_t ptr, ui
 			     uint64_t stream, const void *site, const uint64_t *tot);
 DSMT_HIDDEN void dsmt_ev_oom(int dev, uint64_t size, uint64_t tot_alloc, uint64_t tot_reserved,
 			     const void *site);
+/* Driver level (format.h DSMT_REC_DRV): op is enum dsmt_drv_op, via DSMT_VIA_*
+ * (| DSMT_VIA_UNDER_RT).  A hand-over of driver-level recording to `via`
+ * (0: none) for `reason` (enum dsmt_src_reason); name: string id or 0.
+ * SOURCE is recorded even while paused (a hand-over is state, not an event). */
+DSMT_HIDDEN void dsmt_ev_drv(uint8_t op, uint8_t via, int dev, uint64_t ptr, uint64_t size, uint64_t aux,
+			     const void *site);
+DSMT_HIDDEN void dsmt_ev_source(uint8_t via, uint8_t reason, uint32_t name);
 /* NVTX: rec is DSMT_REC_NVTX_*; domain/name are string ids (0 = none). */
 DSMT_HIDDEN void dsmt_ev_nvtx(uint8_t rec, uint32_t domain, uint32_t name, uint64_t range_id);
 

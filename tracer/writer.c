@@ -185,6 +185,22 @@ static void encode_event(const struct dsmt_ev *e)
 			dsmt_rb_u(&rb, 0);
 		}
 		break;
+	case DSMT_REC_DRV:
+		dsmt_rb_u(&rb, e->api); /* op */
+		dsmt_rb_u(&rb, e->a);   /* via */
+		dsmt_rb_u(&rb, dev1);
+		dsmt_rb_s(&rb, (int64_t)(e->ptr - t->ptr));
+		t->ptr = e->ptr;
+		dsmt_rb_u(&rb, e->size);
+		dsmt_rb_u(&rb, e->stream); /* aux */
+		dsmt_rb_u(&rb, e->stack);
+		put_site(&rb, t, e->site);
+		break;
+	case DSMT_REC_SOURCE:
+		dsmt_rb_u(&rb, e->a);
+		dsmt_rb_u(&rb, e->b);
+		dsmt_rb_u(&rb, e->c);
+		break;
 	case DSMT_REC_OOM:
 		dsmt_rb_u(&rb, dev1);
 		dsmt_rb_u(&rb, e->size);
