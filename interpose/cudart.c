@@ -2,10 +2,13 @@
  * else linked against the shared libcudart reaches these through the PLT.
  * Allocations are recorded after the real call succeeds, frees before the
  * real free (so a racing allocation cannot reuse the address first); each
- * hook returns exactly what the real function returned. */
+ * hook returns exactly what the real function returned.  The real call runs
+ * inside DSMT_RT_ENTER/LEAVE: the driver call libcudart makes for it is
+ * marked as part of this one (driver.h), and its site is our caller's. */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
+#include "driver.h"
 #include "format.h"
 #include "preload.h"
 
@@ -39,7 +42,9 @@ DSMT_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 	__typeof__(&cudaMalloc) f = DSMT_REAL(cudaMalloc, RT);
 	if (!f)
 		return cudaErrorInitializationError;
+	DSMT_RT_ENTER(SITE);
 	cudaError_t r = f(devPtr, size);
+	DSMT_RT_LEAVE();
 	if (r == cudaSuccess && devPtr)
 		rec_alloc(DSMT_API_CUDA_MALLOC, cur_device(), *devPtr, size, 0, SITE);
 	return r;
@@ -51,7 +56,10 @@ DSMT_EXPORT cudaError_t cudaFree(void *devPtr)
 	if (!f)
 		return cudaErrorInitializationError;
 	rec_free(DSMT_API_CUDA_FREE, devPtr, 0, SITE);
-	return f(devPtr);
+	DSMT_RT_ENTER(SITE);
+	cudaError_t r = f(devPtr);
+	DSMT_RT_LEAVE();
+	return r;
 }
 
 DSMT_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
@@ -59,7 +67,9 @@ DSMT_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t
 	__typeof__(&cudaMallocAsync) f = DSMT_REAL(cudaMallocAsync, RT);
 	if (!f)
 		return cudaErrorInitializationError;
+	DSMT_RT_ENTER(SITE);
 	cudaError_t r = f(devPtr, size, hStream);
+	DSMT_RT_LEAVE();
 	if (r == cudaSuccess && devPtr)
 		rec_alloc(DSMT_API_CUDA_MALLOC_ASYNC, cur_device(), *devPtr, size, (uintptr_t)hStream, SITE);
 	return r;
@@ -71,7 +81,10 @@ DSMT_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
 	if (!f)
 		return cudaErrorInitializationError;
 	rec_free(DSMT_API_CUDA_MALLOC_ASYNC, devPtr, (uintptr_t)hStream, SITE);
-	return f(devPtr, hStream);
+	DSMT_RT_ENTER(SITE);
+	cudaError_t r = f(devPtr, hStream);
+	DSMT_RT_LEAVE();
+	return r;
 }
 
 DSMT_EXPORT cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
@@ -79,7 +92,9 @@ DSMT_EXPORT cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned i
 	__typeof__(&cudaMallocManaged) f = DSMT_REAL(cudaMallocManaged, RT);
 	if (!f)
 		return cudaErrorInitializationError;
+	DSMT_RT_ENTER(SITE);
 	cudaError_t r = f(devPtr, size, flags);
+	DSMT_RT_LEAVE();
 	if (r == cudaSuccess && devPtr)
 		rec_alloc(DSMT_API_CUDA_MALLOC_MANAGED, cur_device(), *devPtr, size, 0, SITE);
 	return r;
@@ -90,7 +105,9 @@ DSMT_EXPORT cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int fl
 	__typeof__(&cudaHostAlloc) f = DSMT_REAL(cudaHostAlloc, RT);
 	if (!f)
 		return cudaErrorInitializationError;
+	DSMT_RT_ENTER(SITE);
 	cudaError_t r = f(pHost, size, flags);
+	DSMT_RT_LEAVE();
 	if (r == cudaSuccess && pHost)
 		rec_alloc(DSMT_API_CUDA_HOST_ALLOC, -1, *pHost, size, 0, SITE);
 	return r;
@@ -101,7 +118,9 @@ DSMT_EXPORT cudaError_t cudaMallocHost(void **ptr, size_t size)
 	__typeof__(&cudaMallocHost) f = DSMT_REAL(cudaMallocHost, RT);
 	if (!f)
 		return cudaErrorInitializationError;
+	DSMT_RT_ENTER(SITE);
 	cudaError_t r = f(ptr, size);
+	DSMT_RT_LEAVE();
 	if (r == cudaSuccess && ptr)
 		rec_alloc(DSMT_API_CUDA_HOST_ALLOC, -1, *ptr, size, 0, SITE);
 	return r;
@@ -113,7 +132,10 @@ DSMT_EXPORT cudaError_t cudaFreeHost(void *ptr)
 	if (!f)
 		return cudaErrorInitializationError;
 	rec_free(DSMT_API_CUDA_FREE_HOST, ptr, 0, SITE);
-	return f(ptr);
+	DSMT_RT_ENTER(SITE);
+	cudaError_t r = f(ptr);
+	DSMT_RT_LEAVE();
+	return r;
 }
 
 DSMT_EXPORT cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
@@ -121,7 +143,9 @@ DSMT_EXPORT cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int fl
 	__typeof__(&cudaHostRegister) f = DSMT_REAL(cudaHostRegister, RT);
 	if (!f)
 		return cudaErrorInitializationError;
+	DSMT_RT_ENTER(SITE);
 	cudaError_t r = f(ptr, size, flags);
+	DSMT_RT_LEAVE();
 	if (r == cudaSuccess)
 		rec_alloc(DSMT_API_CUDA_HOST_REGISTER, -1, ptr, size, 0, SITE);
 	return r;
@@ -133,5 +157,8 @@ DSMT_EXPORT cudaError_t cudaHostUnregister(void *ptr)
 	if (!f)
 		return cudaErrorInitializationError;
 	rec_free(DSMT_API_CUDA_HOST_REGISTER, ptr, 0, SITE);
-	return f(ptr);
+	DSMT_RT_ENTER(SITE);
+	cudaError_t r = f(ptr);
+	DSMT_RT_LEAVE();
+	return r;
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "driver.h"
 #include "preload.h"
 
 /* Paths of loaded objects whose name contains the hint.  dlopen must not be
@@ -71,6 +72,12 @@ __attribute__((constructor)) static void dsmt_ctor(void)
 	 * is early enough.  A foreign value (nsys) is left alone. */
 	if (dsmt_cfg.self_path[0] && !dsmt_cfg.disabled)
 		setenv("NVTX_INJECTION64_PATH", dsmt_cfg.self_path, 0);
+	/* libcuda reads this in cuInit and calls our InitializeInjection
+	 * (cupti.c); a foreign value (nsys, ncu) is left alone and we subscribe
+	 * at the first driver call instead */
+	dsmt_driver_config();
+	if (dsmt_cfg.self_path[0] && !dsmt_cfg.disabled && !dsmt_no_cupti)
+		setenv("CUDA_INJECTION64_PATH", dsmt_cfg.self_path, 0);
 	/* only when asked for: the default action of a toggle signal would
 	 * otherwise kill a program that receives it before its first allocation */
 	if (dsmt_cfg.toggle_signal && !dsmt_cfg.disabled)
