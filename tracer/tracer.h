@@ -78,6 +78,10 @@ DSMT_HIDDEN int dsmt_unwind_init(void); /* 0 if available; writer thread only */
 DSMT_HIDDEN extern _Atomic int dsmt_unwind_ready;
 DSMT_HIDDEN int dsmt_backtrace(void **ips, int max);
 
+/* nvml.c, writer thread only: one call of emit per visible device */
+DSMT_HIDDEN void dsmt_nvml_sample(void (*emit)(int dev, unsigned flags, uint64_t proc, uint64_t used,
+					       uint64_t total));
+
 /* writer.c */
 DSMT_HIDDEN void dsmt_writer_start(void);
 DSMT_HIDDEN void dsmt_writer_wake(void);

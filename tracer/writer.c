@@ -505,11 +505,42 @@ static void end_frame(int final)
 		fail("cannot write the trace");
 }
 
+/* NVML samples (nvml.c), every DSMEMTRACE_SAMPLE_MS (default 1000, 0 = off) */
+static uint64_t sample_every_ns = ~0ull, next_sample_ns;
+
+static void emit_sample(int dev, unsigned flags, uint64_t proc, uint64_t used, uint64_t total)
+{
+	struct dsmt_recbuf rb;
+	dsmt_rb_reset(&rb);
+	dsmt_rb_u(&rb, atomic_load(&dsmt_seq));
+	dsmt_rb_u(&rb, to_units(dsmt_now_ns()));
+	dsmt_rb_u(&rb, (uint64_t)dev + 1);
+	dsmt_rb_u(&rb, flags);
+	dsmt_rb_u(&rb, proc);
+	dsmt_rb_u(&rb, used);
+	dsmt_rb_u(&rb, total);
+	emit(DSMT_REC_SAMPLE, &rb);
+}
+
+static void maybe_sample(uint64_t now)
+{
+	if (sample_every_ns == ~0ull) {
+		const char *e = getenv("DSMEMTRACE_SAMPLE_MS");
+		long ms = e && *e ? strtol(e, NULL, 10) : 1000;
+		sample_every_ns = ms > 0 ? (uint64_t)ms * 1000000ull : 0;
+	}
+	if (!sample_every_ns || now < next_sample_ns)
+		return;
+	next_sample_ns = now + sample_every_ns;
+	dsmt_nvml_sample(emit_sample);
+}
+
 static void drain_all(void)
 {
 	cycle_start_ns = dsmt_now_ns();
 	cycle_seq = atomic_load(&dsmt_seq);
 	update_modules();
+	maybe_sample(cycle_start_ns);
 	int again;
 	do {
 		again = 0;
