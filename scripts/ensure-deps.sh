@@ -5,7 +5,7 @@
 #
 # CUDA headers (cuda_runtime_api.h, nvtx3/) are needed at build time only.
 # Without a toolkit ($CUDA_HOME, /usr/local/cuda) they come from NVIDIA's pip
-# wheels (nvidia-cuda-runtime, nvidia-nvtx), unpacked under .deps/.
+# wheels (nvidia-cuda-runtime, nvidia-nvtx, nvidia-cuda-cupti), unpacked under .deps/.
 
 dsmt_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -61,7 +61,8 @@ fi
 if [ -z "${CUDA_HOME:-}" ]; then
 	_pyn=$(python3 -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13"))' 2>/dev/null || true)
 	for d in /usr/local/cuda "$dsmt_root/.deps/cuda/nvidia/cu13" ${_pyn:+"$_pyn"}; do
-		if [ -f "$d/include/nvtx3/nvToolsExt.h" ] && [ -f "$d/include/cuda_runtime_api.h" ]; then
+		if [ -f "$d/include/nvtx3/nvToolsExt.h" ] && [ -f "$d/include/cuda_runtime_api.h" ] &&
+			[ -f "$d/include/cupti.h" ]; then
 			CUDA_HOME=$d
 			break
 		fi
@@ -72,8 +73,8 @@ if [ -z "${CUDA_HOME:-}" ]; then
 	python3 -m pip --version >/dev/null 2>&1 || dsmt_install python3-pip
 	mkdir -p "$dsmt_root/.deps/wheels" "$dsmt_root/.deps/cuda"
 	python3 -m pip download -q --no-deps --only-binary=:all: --platform manylinux2014_x86_64 \
-		--python-version 3.12 -d "$dsmt_root/.deps/wheels" \
-		'nvidia-cuda-runtime==13.0.96' 'nvidia-nvtx==13.0.85' ||
+		--platform manylinux_2_25_x86_64 --python-version 3.12 -d "$dsmt_root/.deps/wheels" \
+		'nvidia-cuda-runtime==13.0.96' 'nvidia-nvtx==13.0.85' 'nvidia-cuda-cupti==13.0.85' ||
 		dsmt_die "could not download the CUDA header wheels; install the CUDA toolkit headers and set CUDA_HOME"
 	for w in "$dsmt_root"/.deps/wheels/*.whl; do
 		python3 -m zipfile -e "$w" "$dsmt_root/.deps/cuda" || dsmt_die "cannot unpack $w"
