@@ -38,10 +38,15 @@ struct str_ent {
 	uint32_t len;
 };
 
+/* What the module holding a call site is (driver-level categories) */
+enum { CLS_OTHER, CLS_TORCH /* libc10_cuda */, CLS_NCCL /* libnccl */,
+       CLS_WORKSPACE /* libcublas(Lt), libcudnn, libcusparse, libcufft, libcusolver */ };
+
 struct module {
 	uint64_t base, lo, hi;
 	char *path;
 	int is_torch;
+	int cls; /* CLS_* */
 };
 
 struct nvtx_ent {
@@ -65,22 +70,62 @@ struct thread {
 	uint32_t idx; /* in ctx.thr */
 };
 
+/* Driver level: the category of each device byte (exactly one each).
+ * CAT_TORCH: the bytes counted into reserved (torch segments from cudaMalloc,
+ * torch's driver allocations and expandable-segment handles). */
+enum { CAT_OTHER, CAT_TORCH, CAT_NCCL, CAT_WORKSPACE, CAT_STATICS, CAT_MANAGED, NCAT };
+
+/* A device's numbers at the first moment its driver level reached its run
+ * maximum (the breakdown). */
+struct snap {
+	uint64_t seq, ts, dlev, alloc, res, imported;
+	uint64_t cat[NCAT];
+	int taken;
+};
+
 struct dev {
 	struct dsmt_hmap tens; /* ptr -> size, aux = the epoch of the ALLOC (below) */
 	uint64_t alloc, res;   /* current tensor-allocated / torch-reserved bytes */
 	uint64_t pk_alloc, pk_res, allocs, frees; /* of the open segment */
 	uint64_t synced;       /* the last epoch whose first torch event resynced it */
 	int used;
+	/* driver level: bytes the driver handed the process (dlev), by category,
+	 * and bytes imported from other processes */
+	uint64_t dlev, pk_dlev, run_pk, imported;
+	uint64_t cat[NCAT];
+	struct snap snap;
+	uint64_t snap_ptr; /* the allocation that took the snapshot */
+	int snap_live;     /* nothing changed on the device since */
 };
 
 struct segstat {
 	uint64_t pk_alloc, end_alloc, pk_res, end_res, allocs, frees;
+	uint64_t pk_dev, end_dev;
 };
 
 struct seg {
 	uint64_t end_seq, end_ts;
 	size_t off;    /* into ctx.stats */
 	uint32_t ndev; /* stats for dev1 = 1..ndev */
+	uint64_t pk_hp, end_hp; /* pinned host memory (process-wide) */
+};
+
+/* A VMM handle (cuMemCreate / cuMemImportFromShareableHandle): its bytes
+ * leave when the last reference (creation, retain, mapping) goes. */
+struct vhandle {
+	uint64_t handle, size;
+	uint32_t refs;  /* 0: free slot (next free slot in size) */
+	uint8_t dev1, level, cat, res;
+};
+
+/* An NVML sample (SAMPLE record), replayed before event next_seq */
+struct sample {
+	uint64_t next_seq, ts, proc_used, dev_at; /* dev_at: the device level when replayed */
+	uint32_t dev1, flags;
+};
+
+struct srcrec {
+	uint64_t seq, ts, via, reason, name;
 };
 
 struct range {
@@ -197,6 +242,31 @@ struct ctx {
 	uint64_t rt_unk_free, rt_unk_seq, rt_unk_ptr;
 	uint64_t nodev, nodev_seq, pop_empty, nvtx_overflow;
 	uint64_t tot_checked, tot_bad, tot_bad_seq, tot_bad_replay, tot_bad_alloc;
+	/* driver level.  dm: allocations by address (driver, runtime, host
+	 * pinned, IPC imports): ptr -> size, aux: see DM_* */
+	struct dsmt_hmap dm;
+	struct dsmt_hmap hnd;  /* VMM handle -> index into hv */
+	VEC(struct vhandle) hv;
+	uint64_t hv_free;      /* 1 + first free slot of hv (0: none) */
+	struct dsmt_hmap vmap; /* mapped va -> handle, aux: VM_REF */
+	struct dsmt_hmap vimp; /* mapped va of an imported handle -> size, aux = dev1 */
+	uint64_t hp, pk_hp;    /* pinned host bytes; the open segment's peak */
+	int has_drv;           /* a DRV or SOURCE record was replayed */
+	uint64_t src_via;      /* the current SOURCE's via (SRC_UNKNOWN before any) */
+	VEC(struct srcrec) srcs;
+	uint64_t srcs_dropped;
+	uint64_t drv_ops[DSMT_DRV_OPS];
+	VEC(struct sample) samples;
+	VEC(uint32_t) pend;    /* samples not yet replayed, by next_seq (from pend_head) */
+	size_t pend_head;
+	uint64_t sample_due;   /* next_seq of pend[pend_head] (UINT64_MAX: none) */
+	uint64_t samples_dropped;
+	uint64_t last_rt_free_ptr; /* the last runtime FREE (DSMT_VIA_UNDER_RT check) */
+	uint32_t last_rt_free_tidx;
+	uint64_t drv_unk_free, drv_unk_free_seq, drv_unk_free_ptr;
+	uint64_t drv_unk_unmap, drv_unk_unmap_seq, drv_unk_unmap_ptr;
+	uint64_t drv_unk_handle, drv_unk_handle_seq, drv_unk_handle_h;
+	uint64_t drv_nodev, drv_nodev_seq, drv_overflow;
 };
 
 static void msg(struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -316,6 +386,22 @@ static int is_torch_path(const char *path)
 	return strncmp(b, "libc10_cuda", 11) == 0;
 }
 
+/* CLS_* of a module's path (categories of driver-level bytes) */
+static int path_class(const char *path)
+{
+	if (is_torch_path(path))
+		return CLS_TORCH;
+	const char *b = strrchr(path, '/');
+	b = b ? b + 1 : path;
+	if (strstr(path, "libnccl"))
+		return CLS_NCCL;
+	static const char *const ws[] = {"libcublas", "libcudnn", "libcusparse", "libcufft", "libcusolver"};
+	for (size_t i = 0; i < sizeof(ws) / sizeof(ws[0]); i++)
+		if (!strncmp(b, ws[i], strlen(ws[i])))
+			return CLS_WORKSPACE;
+	return CLS_OTHER;
+}
+
 static int site_is_torch(struct ctx *c, uint64_t site)
 {
 	for (size_t i = 0; i < c->torch.n; i++)
@@ -348,6 +434,28 @@ static int site_is_torch_now(struct ctx *c, uint64_t site)
 			return 0;
 	unresolved(c, &c->unres_sites, site);
 	return 0;
+}
+
+/* CLS_* of the module holding site, -1 when it lies in no module seen so far */
+static int site_class(struct ctx *c, uint64_t site)
+{
+	if (site_is_torch(c, site))
+		return CLS_TORCH;
+	for (size_t i = 0; i < c->mods.n; i++)
+		if (site >= c->mods.v[i].lo && site < c->mods.v[i].hi)
+			return c->mods.v[i].cls;
+	return -1;
+}
+
+/* The same, remembering a site in no module (CLS_OTHER for now): its
+ * MODULE record may come later. */
+static int site_class_now(struct ctx *c, uint64_t site)
+{
+	int k = site_class(c, site);
+	if (k >= 0)
+		return k;
+	unresolved(c, &c->unres_sites, site);
+	return CLS_OTHER;
 }
 
 /* ---- printing helpers (dump) ---------------------------------------- */
@@ -398,6 +506,65 @@ static const char *api_name(unsigned api)
 	case DSMT_API_CUDA_FREE_HOST: return "cudaFreeHost";
 	default: return NULL;
 	}
+}
+
+const char *dsmt_drv_op_name(unsigned op)
+{
+	static const char *const n[] = {
+		[DSMT_DRV_ALLOC] = "alloc", [DSMT_DRV_FREE] = "free", [DSMT_DRV_ALLOC_MANAGED] = "alloc_managed",
+		[DSMT_DRV_ALLOC_HOST] = "alloc_host", [DSMT_DRV_FREE_HOST] = "free_host",
+		[DSMT_DRV_HOST_REGISTER] = "host_register", [DSMT_DRV_HOST_UNREGISTER] = "host_unregister",
+		[DSMT_DRV_ALLOC_ASYNC] = "alloc_async", [DSMT_DRV_FREE_ASYNC] = "free_async",
+		[DSMT_DRV_CREATE] = "create", [DSMT_DRV_RELEASE] = "release", [DSMT_DRV_RETAIN] = "retain",
+		[DSMT_DRV_MAP] = "map", [DSMT_DRV_UNMAP] = "unmap", [DSMT_DRV_SET_ACCESS] = "set_access",
+		[DSMT_DRV_RESERVE] = "reserve", [DSMT_DRV_ADDR_FREE] = "addr_free", [DSMT_DRV_IMPORT] = "import",
+		[DSMT_DRV_IPC_OPEN] = "ipc_open", [DSMT_DRV_IPC_CLOSE] = "ipc_close",
+		[DSMT_DRV_POOL_CREATE] = "pool_create", [DSMT_DRV_POOL_DESTROY] = "pool_destroy",
+		[DSMT_DRV_POOL_TRIM] = "pool_trim", [DSMT_DRV_CTX_CREATE] = "ctx_create",
+		[DSMT_DRV_CTX_DESTROY] = "ctx_destroy", [DSMT_DRV_STATIC] = "static",
+		[DSMT_DRV_STATIC_FREE] = "static_free",
+	};
+	return op < sizeof(n) / sizeof(n[0]) ? n[op] : NULL;
+}
+
+static const char *via_name(uint64_t via)
+{
+	switch (via) {
+	case DSMT_VIA_NONE: return "none";
+	case DSMT_VIA_CUPTI: return "cupti";
+	case DSMT_VIA_DLSYM: return "dlsym";
+	case DSMT_VIA_ACTIVITY: return "activity";
+	default: return NULL;
+	}
+}
+
+static const char *src_reason_name(uint64_t r)
+{
+	switch (r) {
+	case DSMT_SRC_START: return "start";
+	case DSMT_SRC_YIELD: return "yield";
+	case DSMT_SRC_REFUSED: return "refused";
+	case DSMT_SRC_NO_CUPTI: return "no_cupti";
+	case DSMT_SRC_DISABLED: return "disabled";
+	case DSMT_SRC_FOREIGN: return "foreign";
+	default: return NULL;
+	}
+}
+
+/* " via=NAME": DRV (flags): the low 4 bits, "+rt" for DSMT_VIA_UNDER_RT,
+ * any other bit as "+0x.."; SOURCE: the whole value */
+static void put_via(FILE *f, uint64_t via, int drv)
+{
+	uint64_t base = drv ? via & 0xf : via;
+	const char *n = via_name(base);
+	if (n)
+		fprintf(f, " via=%s", n);
+	else
+		fprintf(f, " via=%" PRIu64, base);
+	if (drv && (via & DSMT_VIA_UNDER_RT))
+		fputs("+rt", f);
+	if (drv && (via & ~(uint64_t)0x1f))
+		fprintf(f, "+0x%" PRIx64, via & ~(uint64_t)0x1f);
 }
 
 static void put_dev(FILE *f, uint64_t dev1)
@@ -456,6 +623,9 @@ static void close_segment(struct ctx *c, uint64_t seq, uint64_t ts)
 	s->end_ts = ts;
 	s->off = c->stats.n;
 	s->ndev = c->maxdev1;
+	s->pk_hp = c->pk_hp;
+	s->end_hp = c->hp;
+	c->pk_hp = c->hp;
 	for (unsigned i = 1; i <= c->maxdev1; i++) {
 		struct segstat *st = &c->stats.v[c->stats.n++];
 		struct dev *d = c->dev[i];
@@ -469,8 +639,11 @@ static void close_segment(struct ctx *c, uint64_t seq, uint64_t ts)
 		st->end_res = d->res;
 		st->allocs = d->allocs;
 		st->frees = d->frees;
+		st->pk_dev = d->pk_dlev;
+		st->end_dev = d->dlev;
 		d->pk_alloc = d->alloc; /* the next interval's peak starts at the current value */
 		d->pk_res = d->res;
+		d->pk_dlev = d->dlev;
 		d->allocs = d->frees = 0;
 	}
 }
@@ -694,6 +867,537 @@ static __attribute__((noinline)) void replay_torch_slow(struct ctx *c, uint64_t 
 		replay_torch_dev(c, seq, e, d);
 }
 
+/* ---- driver level ----------------------------------------------------
+ * `device` per device: bytes the driver handed the process (DRV allocations,
+ * VMM handles by reference count, module statics, and runtime allocations
+ * no driver event covers), by category; `imported` per device (IPC and
+ * imported VMM handles); `host_pinned` process-wide.  None of it is on the
+ * torch fast path: DRV and runtime events are rare. */
+
+enum { OR_DRV = 1, OR_RT = 2 };           /* who recorded a dm entry */
+enum { LV_DEV, LV_HOST, LV_IMP, LV_NONE }; /* which level its bytes count in */
+#define DM_AUX(dev1, origin, level, cat, res) \
+	((uint32_t)(dev1) | (uint32_t)(origin) << 8 | (uint32_t)(level) << 10 | (uint32_t)(cat) << 12 | \
+	 (uint32_t)(res) << 16)
+#define DM_DEV1(a) ((a) & 0xffu)
+#define DM_ORIGIN(a) (((a) >> 8) & 3u)
+#define DM_LEVEL(a) (((a) >> 10) & 3u)
+#define DM_CAT(a) (((a) >> 12) & 7u)
+#define DM_RES(a) (((a) >> 16) & 1u) /* the bytes count into reserved (torch, driver-recorded) */
+#define SRC_UNKNOWN UINT64_MAX       /* no SOURCE record yet */
+#define SRC_MAX 65536
+#define SAMPLES_MAX ((size_t)1 << 22)
+#define LIVE_MAX ((size_t)1 << 26) /* live dm / VMM handle / mapping entries */
+#define VM_REF 1u /* vmap aux: the mapping holds a reference on its handle */
+
+/* The device of a driver-level change; NULL for host or out of range. */
+static struct dev *lvl_dev(struct ctx *c, unsigned dev1)
+{
+	if (dev1 == 0 || dev1 > DEV1_MAX)
+		return NULL;
+	return c->dev[dev1] ? c->dev[dev1] : getdev_slow(c, dev1, 0);
+}
+
+static void drv_nodev(struct ctx *c, uint64_t seq)
+{
+	if (!c->drv_nodev++)
+		c->drv_nodev_seq = seq;
+}
+
+static void take_snap(struct dev *d, uint64_t seq, uint64_t ts, uint64_t ptr)
+{
+	struct snap *s = &d->snap;
+	s->seq = seq;
+	s->ts = ts;
+	s->dlev = d->dlev;
+	s->alloc = d->alloc;
+	s->res = d->res;
+	s->imported = d->imported;
+	memcpy(s->cat, d->cat, sizeof(s->cat));
+	s->taken = 1;
+	d->snap_ptr = ptr;
+	d->snap_live = 1;
+}
+
+static void dev_add(struct dev *d, unsigned cat, int res, uint64_t size, uint64_t seq, uint64_t ts, uint64_t ptr)
+{
+	d->dlev += size;
+	d->cat[cat] += size;
+	if (res) {
+		d->res += size;
+		if (d->res > d->pk_res)
+			d->pk_res = d->res;
+	}
+	if (d->dlev > d->pk_dlev)
+		d->pk_dlev = d->dlev;
+	d->snap_live = 0;
+	if (d->dlev > d->run_pk) { /* the first moment at a new maximum */
+		d->run_pk = d->dlev;
+		take_snap(d, seq, ts, ptr);
+	}
+}
+
+static void dev_sub(struct dev *d, unsigned cat, int res, uint64_t size)
+{
+	d->dlev -= size;
+	d->cat[cat] -= size;
+	if (res)
+		d->res -= size;
+	d->snap_live = 0;
+}
+
+static void hp_add(struct ctx *c, uint64_t size)
+{
+	c->hp += size;
+	if (c->hp > c->pk_hp)
+		c->pk_hp = c->hp;
+}
+
+/* Category (and whether it counts into reserved) of a driver allocation
+ * from site: torch's allocator calling the driver itself (expandable
+ * segments), not under a runtime call, is reserved. */
+static unsigned drv_cat(struct ctx *c, uint64_t site, int under_rt, int *res)
+{
+	int k = site_class_now(c, site);
+	*res = k == CLS_TORCH && !under_rt;
+	return *res ? CAT_TORCH : k == CLS_NCCL ? CAT_NCCL : k == CLS_WORKSPACE ? CAT_WORKSPACE : CAT_OTHER;
+}
+
+/* Take the bytes of a dm entry out of its level. */
+static void dm_drop(struct ctx *c, const struct dsmt_hent *h)
+{
+	uint32_t a = h->aux;
+	struct dev *d;
+	switch (DM_LEVEL(a)) {
+	case LV_DEV:
+		if ((d = lvl_dev(c, DM_DEV1(a))))
+			dev_sub(d, DM_CAT(a), DM_RES(a), h->v);
+		break;
+	case LV_HOST:
+		c->hp -= h->v;
+		break;
+	case LV_IMP:
+		if ((d = lvl_dev(c, DM_DEV1(a))))
+			d->imported -= h->v;
+		break;
+	}
+}
+
+/* A new allocation at ptr (one still live at the same address is replaced). */
+static void dm_put(struct ctx *c, uint64_t seq, uint64_t ts, uint64_t ptr, uint64_t size, unsigned dev1,
+		   unsigned origin, unsigned level, unsigned cat, int res)
+{
+	struct dev *d = NULL;
+	if (level != LV_HOST && !(d = lvl_dev(c, dev1))) {
+		drv_nodev(c, seq);
+		return;
+	}
+	int created;
+	struct dsmt_hent *h = dsmt_hmap_get(&c->dm, ptr);
+	if (!h && dsmt_hmap_size(&c->dm) >= LIVE_MAX) {
+		c->drv_overflow++;
+		return;
+	}
+	if (!(h = dsmt_hmap_put(&c->dm, ptr, &created))) {
+		c->nomem = 1;
+		return;
+	}
+	if (!created)
+		dm_drop(c, h);
+	h->v = size;
+	h->aux = DM_AUX(level == LV_HOST ? 0 : dev1, origin, level, cat, res);
+	switch (level) {
+	case LV_DEV:
+		if (origin == OR_DRV)
+			d->used = 1;
+		dev_add(d, cat, res, size, seq, ts, ptr);
+		break;
+	case LV_HOST:
+		hp_add(c, size);
+		break;
+	case LV_IMP:
+		d->used = 1;
+		d->imported += size;
+		break;
+	}
+}
+
+static int dm_free(struct ctx *c, uint64_t ptr)
+{
+	struct dsmt_hent old;
+	if (!dsmt_hmap_del(&c->dm, ptr, &old))
+		return 0;
+	dm_drop(c, &old);
+	return 1;
+}
+
+/* A runtime allocation (api 16-20): the driver event inside the same call,
+ * if one was recorded, came first and already counts it (same address);
+ * then only its category is the runtime call site's.  Otherwise it counts
+ * as a runtime-origin entry. */
+static void rt_level_alloc(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
+{
+	unsigned level, cat = CAT_OTHER;
+	switch (e->api) {
+	case DSMT_API_CUDA_MALLOC:
+	case DSMT_API_CUDA_MALLOC_ASYNC: {
+		level = LV_DEV;
+		if (e->api == DSMT_API_CUDA_MALLOC && site_is_torch(c, e->x)) {
+			cat = CAT_TORCH; /* a torch segment: reserved counts it (c->rt) */
+			break;
+		}
+		int k = site_class_now(c, e->x);
+		cat = k == CLS_NCCL ? CAT_NCCL : k == CLS_WORKSPACE ? CAT_WORKSPACE : CAT_OTHER;
+		break;
+	}
+	case DSMT_API_CUDA_MALLOC_MANAGED:
+		level = LV_DEV;
+		cat = CAT_MANAGED;
+		break;
+	case DSMT_API_CUDA_HOST_ALLOC:
+	case DSMT_API_CUDA_HOST_REGISTER:
+		level = LV_HOST;
+		break;
+	default:
+		return;
+	}
+	struct dsmt_hent *h = dsmt_hmap_get(&c->dm, e->ptr);
+	if (h && DM_ORIGIN(h->aux) == OR_DRV) { /* the same allocation */
+		uint32_t a = h->aux;
+		if (DM_LEVEL(a) != LV_DEV || level != LV_DEV || DM_CAT(a) == cat || DM_RES(a))
+			return;
+		struct dev *d = lvl_dev(c, DM_DEV1(a));
+		if (!d)
+			return;
+		d->cat[DM_CAT(a)] -= h->v;
+		d->cat[cat] += h->v;
+		h->aux = DM_AUX(DM_DEV1(a), OR_DRV, LV_DEV, cat, 0);
+		/* the snapshot taken by the driver event of this very call */
+		if (d->snap_live && d->snap_ptr == e->ptr) {
+			memcpy(d->snap.cat, d->cat, sizeof(d->snap.cat));
+			d->snap.res = d->res;
+			d->snap.alloc = d->alloc;
+		}
+		return;
+	}
+	dm_put(c, seq, e->ts, e->ptr, e->size, e->dev1, OR_RT, level, cat, 0);
+}
+
+/* A runtime free: takes runtime-origin entries only; a driver-origin one
+ * goes with the driver free that follows, unless nothing records driver
+ * calls now (SOURCE via 0). */
+static void rt_level_free(struct ctx *c, const struct dsmt_event *e)
+{
+	if (e->api < DSMT_API_CUDA_MALLOC || e->api > DSMT_API_CUDA_FREE_HOST)
+		return;
+	c->last_rt_free_ptr = e->ptr;
+	c->last_rt_free_tidx = e->tidx;
+	struct dsmt_hent *h = dsmt_hmap_get(&c->dm, e->ptr);
+	if (h && (DM_ORIGIN(h->aux) == OR_RT || c->src_via == DSMT_VIA_NONE))
+		dm_free(c, e->ptr);
+}
+
+static void drv_unk_handle(struct ctx *c, uint64_t seq, uint64_t handle)
+{
+	if (!c->drv_unk_handle++) {
+		c->drv_unk_handle_seq = seq;
+		c->drv_unk_handle_h = handle;
+	}
+}
+
+static struct vhandle *hv_get(struct ctx *c, uint64_t handle, uint32_t *idx)
+{
+	struct dsmt_hent *h = dsmt_hmap_get(&c->hnd, handle);
+	if (!h)
+		return NULL;
+	*idx = (uint32_t)h->v;
+	return &c->hv.v[h->v];
+}
+
+/* Drop one reference; the last one takes the handle's bytes. */
+static void hv_unref(struct ctx *c, uint32_t idx)
+{
+	struct vhandle *v = &c->hv.v[idx];
+	if (--v->refs)
+		return;
+	struct dev *d = lvl_dev(c, v->dev1);
+	if (v->level == LV_DEV && d)
+		dev_sub(d, v->cat, v->res, v->size);
+	else if (v->level == LV_HOST)
+		c->hp -= v->size;
+	dsmt_hmap_del(&c->hnd, v->handle, NULL);
+	v->size = c->hv_free; /* on the free list */
+	c->hv_free = idx + 1;
+}
+
+/* A new handle (CREATE or IMPORT); a live one with the same value is dropped. */
+static struct vhandle *hv_new(struct ctx *c, uint64_t handle)
+{
+	uint32_t idx;
+	struct vhandle *v = hv_get(c, handle, &idx);
+	if (v) {
+		v->refs = 1;
+		hv_unref(c, idx);
+	}
+	if (dsmt_hmap_size(&c->hnd) >= LIVE_MAX) {
+		c->drv_overflow++;
+		return NULL;
+	}
+	if (c->hv_free) {
+		idx = (uint32_t)(c->hv_free - 1);
+		c->hv_free = c->hv.v[idx].size;
+	} else {
+		struct vhandle *nv = VPUSH(c->hv);
+		if (!nv) {
+			c->nomem = 1;
+			return NULL;
+		}
+		idx = (uint32_t)(c->hv.n - 1);
+	}
+	int created;
+	struct dsmt_hent *h = dsmt_hmap_put(&c->hnd, handle, &created);
+	if (!h) {
+		c->nomem = 1;
+		return NULL;
+	}
+	h->v = idx;
+	v = &c->hv.v[idx];
+	memset(v, 0, sizeof(*v));
+	v->handle = handle;
+	v->refs = 1;
+	return v;
+}
+
+static void vm_unmap(struct ctx *c, uint64_t seq, uint64_t va)
+{
+	struct dsmt_hent m, im;
+	if (!dsmt_hmap_del(&c->vmap, va, &m)) {
+		if (!c->drv_unk_unmap++) {
+			c->drv_unk_unmap_seq = seq;
+			c->drv_unk_unmap_ptr = va;
+		}
+		return;
+	}
+	if (dsmt_hmap_del(&c->vimp, va, &im)) { /* a mapping of an imported handle */
+		struct dev *d = lvl_dev(c, im.aux);
+		if (d)
+			d->imported -= im.v;
+	}
+	uint32_t idx;
+	if ((m.aux & VM_REF) && hv_get(c, m.v, &idx))
+		hv_unref(c, idx);
+}
+
+static void replay_drv(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
+{
+	unsigned op = e->api & 0x7f, via = e->flags;
+	int under_rt = (via & DSMT_VIA_UNDER_RT) != 0, res;
+	c->has_drv = 1;
+	c->drv_ops[op]++;
+	uint32_t idx;
+	struct vhandle *v;
+	switch (op) {
+	case DSMT_DRV_ALLOC:
+	case DSMT_DRV_ALLOC_ASYNC: {
+		unsigned cat = drv_cat(c, e->x, under_rt, &res);
+		dm_put(c, seq, e->ts, e->ptr, e->size, e->dev1, OR_DRV, LV_DEV, cat, res);
+		break;
+	}
+	case DSMT_DRV_ALLOC_MANAGED:
+		dm_put(c, seq, e->ts, e->ptr, e->size, e->dev1, OR_DRV, LV_DEV, CAT_MANAGED, 0);
+		break;
+	case DSMT_DRV_STATIC:
+		dm_put(c, seq, e->ts, e->ptr, e->size, e->dev1, OR_DRV, LV_DEV, CAT_STATICS, 0);
+		break;
+	case DSMT_DRV_ALLOC_HOST:
+	case DSMT_DRV_HOST_REGISTER:
+		dm_put(c, seq, e->ts, e->ptr, e->size, e->dev1, OR_DRV, LV_HOST, CAT_OTHER, 0);
+		break;
+	case DSMT_DRV_IPC_OPEN:
+		dm_put(c, seq, e->ts, e->ptr, e->size, e->dev1, OR_DRV, LV_IMP, CAT_OTHER, 0);
+		break;
+	case DSMT_DRV_FREE:
+	case DSMT_DRV_FREE_ASYNC:
+	case DSMT_DRV_FREE_HOST:
+	case DSMT_DRV_HOST_UNREGISTER:
+	case DSMT_DRV_IPC_CLOSE:
+	case DSMT_DRV_STATIC_FREE:
+		if (dm_free(c, e->ptr) || e->ptr == 0)
+			break;
+		/* the runtime free of this very call took it (its allocation was
+		 * recorded by the runtime only, while no driver source ran) */
+		if (under_rt && e->ptr == c->last_rt_free_ptr && e->tidx == c->last_rt_free_tidx)
+			break;
+		if (c->postpause) { /* perhaps allocated while paused */
+			c->pause_rt_unk_free++;
+			break;
+		}
+		if (!c->drv_unk_free++) {
+			c->drv_unk_free_seq = seq;
+			c->drv_unk_free_ptr = e->ptr;
+		}
+		break;
+	case DSMT_DRV_CREATE: { /* ptr = handle, aux = location type */
+		unsigned level = e->tot == 1 ? LV_DEV : e->tot >= 2 && e->tot <= 4 ? LV_HOST : e->dev1 ? LV_DEV : LV_NONE;
+		struct dev *d = NULL;
+		if ((level == LV_DEV && !(d = lvl_dev(c, e->dev1))) || level == LV_NONE) {
+			drv_nodev(c, seq);
+			level = LV_NONE; /* tracked (references), not counted */
+		}
+		if (!(v = hv_new(c, e->ptr)))
+			break;
+		v->size = e->size;
+		v->dev1 = e->dev1;
+		v->level = (uint8_t)level;
+		if (level == LV_DEV) {
+			v->cat = (uint8_t)drv_cat(c, e->x, under_rt, &res);
+			v->res = (uint8_t)res;
+			d->used = 1;
+			dev_add(d, v->cat, res, e->size, seq, e->ts, e->ptr);
+		} else if (level == LV_HOST) {
+			hp_add(c, e->size);
+		}
+		break;
+	}
+	case DSMT_DRV_IMPORT: /* ptr = handle; its size shows at its mappings */
+		if ((v = hv_new(c, e->ptr))) {
+			v->dev1 = e->dev1;
+			v->level = LV_IMP;
+		}
+		break;
+	case DSMT_DRV_RETAIN:
+		if ((v = hv_get(c, e->ptr, &idx)) && v->refs < UINT32_MAX)
+			v->refs++;
+		else if (!v)
+			drv_unk_handle(c, seq, e->ptr);
+		break;
+	case DSMT_DRV_RELEASE:
+		if (hv_get(c, e->ptr, &idx))
+			hv_unref(c, idx);
+		else
+			drv_unk_handle(c, seq, e->ptr);
+		break;
+	case DSMT_DRV_MAP: { /* ptr = va, aux = handle */
+		if (dsmt_hmap_get(&c->vmap, e->ptr)) /* mapped again without an unmap */
+			vm_unmap(c, seq, e->ptr);
+		if (dsmt_hmap_size(&c->vmap) >= LIVE_MAX) {
+			c->drv_overflow++;
+			break;
+		}
+		int created;
+		struct dsmt_hent *m = dsmt_hmap_put(&c->vmap, e->ptr, &created);
+		if (!m) {
+			c->nomem = 1;
+			break;
+		}
+		m->v = e->tot;
+		m->aux = 0;
+		if (!(v = hv_get(c, e->tot, &idx))) {
+			drv_unk_handle(c, seq, e->tot);
+			break;
+		}
+		if (v->refs < UINT32_MAX) {
+			v->refs++;
+			m->aux = VM_REF;
+		}
+		if (v->level == LV_IMP) { /* imported bytes, on the mapping's device */
+			unsigned dev1 = e->dev1 ? e->dev1 : v->dev1;
+			struct dev *d = lvl_dev(c, dev1);
+			struct dsmt_hent *im = d ? dsmt_hmap_put(&c->vimp, e->ptr, &created) : NULL;
+			if (!d) {
+				drv_nodev(c, seq);
+			} else if (!im) {
+				c->nomem = 1;
+			} else {
+				im->v = e->size;
+				im->aux = dev1;
+				d->imported += e->size;
+				d->used = 1;
+			}
+		}
+		break;
+	}
+	case DSMT_DRV_UNMAP:
+		vm_unmap(c, seq, e->ptr);
+		break;
+	default: /* SET_ACCESS, RESERVE, ADDR_FREE (address space only), pools,
+		  * contexts, ops this decoder does not know: counted only */
+		break;
+	}
+}
+
+/* ---- NVML samples: replayed before event next_seq.  The driver level
+ * changes only at DRV and runtime events, so pending samples are replayed
+ * there (and at the end): never on the torch fast path. ---- */
+
+static int pend_less(struct ctx *c, uint32_t a, uint32_t b)
+{
+	uint64_t x = c->samples.v[a].next_seq, y = c->samples.v[b].next_seq;
+	return x < y || (x == y && a < b);
+}
+
+static void sample_apply(struct ctx *c, struct sample *s)
+{
+	struct dev *d = s->dev1 && s->dev1 <= DEV1_MAX ? c->dev[s->dev1] : NULL;
+	s->dev_at = d ? d->dlev : 0;
+}
+
+/* Replay the pending samples whose next_seq <= seq (a min-heap in pend). */
+static void samples_due(struct ctx *c, uint64_t seq)
+{
+	uint32_t *h = c->pend.v;
+	while (c->pend.n && c->samples.v[h[0]].next_seq <= seq) {
+		sample_apply(c, &c->samples.v[h[0]]);
+		h[0] = h[--c->pend.n];
+		for (size_t i = 0;;) { /* sift down */
+			size_t l = 2 * i + 1, m = i;
+			if (l < c->pend.n && pend_less(c, h[l], h[m]))
+				m = l;
+			if (l + 1 < c->pend.n && pend_less(c, h[l + 1], h[m]))
+				m = l + 1;
+			if (m == i)
+				break;
+			uint32_t t = h[i];
+			h[i] = h[m];
+			h[m] = t;
+			i = m;
+		}
+	}
+	c->sample_due = c->pend.n ? c->samples.v[h[0]].next_seq : UINT64_MAX;
+}
+
+static void sample_add(struct ctx *c, const struct sample *in)
+{
+	if (c->samples.n >= SAMPLES_MAX) {
+		c->samples_dropped++;
+		return;
+	}
+	struct sample *s = VPUSH(c->samples);
+	if (!s || vec_grow((void **)&c->pend.v, &c->pend.cap, c->pend.n + 1, sizeof(*c->pend.v))) {
+		if (s)
+			c->samples.n--;
+		c->nomem = 1;
+		return;
+	}
+	*s = *in;
+	/* every event before c->ro.next is replayed: due samples first */
+	samples_due(c, c->ro.next);
+	if (s->next_seq <= c->ro.next) { /* already passed: here */
+		sample_apply(c, s);
+		return;
+	}
+	uint32_t *h = c->pend.v;
+	size_t i = c->pend.n++;
+	h[i] = (uint32_t)(c->samples.n - 1);
+	while (i && pend_less(c, h[i], h[(i - 1) / 2])) { /* sift up */
+		uint32_t t = h[i];
+		h[i] = h[(i - 1) / 2];
+		h[(i - 1) / 2] = t;
+		i = (i - 1) / 2;
+	}
+	c->sample_due = c->samples.v[h[0]].next_seq;
+}
+
 static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e);
 
 /* Replay one event, in seq order. */
@@ -708,52 +1412,84 @@ static inline __attribute__((always_inline)) void replay(struct ctx *c, uint64_t
 		replay_other(c, seq, e);
 }
 
-/* Every other event: runtime allocations, OOM, NVTX, LOST, PAUSE/RESUME. */
+/* A runtime ALLOC: torch segments (reserved) */
+static void replay_rt_alloc(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
+{
+	int torch = e->api == DSMT_API_CUDA_MALLOC && site_is_torch_now(c, e->x);
+	int created;
+	struct dsmt_hent *h = dsmt_hmap_put(&c->rt, e->ptr, &created);
+	if (!h) {
+		c->nomem = 1;
+		return;
+	}
+	if (!created && (h->aux >> 16) & 1) { /* replaced a live torch segment */
+		struct dev *od = c->dev[h->aux & 0xff];
+		if (od)
+			od->res -= h->v;
+	}
+	h->v = e->size;
+	h->aux = e->dev1 | (uint32_t)e->api << 8 | (uint32_t)torch << 16;
+	if (torch) {
+		struct dev *d = getdev(c, e->dev1, seq);
+		if (!d) {
+			h->aux &= ~(1u << 16);
+			return;
+		}
+		d->used = 1;
+		d->res += e->size;
+		if (d->res > d->pk_res)
+			d->pk_res = d->res;
+	}
+}
+
+static void replay_rt_free(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
+{
+	struct dsmt_hent old;
+	if (dsmt_hmap_del(&c->rt, e->ptr, &old)) {
+		if ((old.aux >> 16) & 1) {
+			struct dev *d = c->dev[old.aux & 0xff];
+			if (d)
+				d->res -= old.v;
+		}
+	} else if (e->ptr != 0 && c->postpause) {
+		c->pause_rt_unk_free++; /* perhaps allocated while paused */
+	} else if (e->ptr != 0 && !c->rt_unk_free++) {
+		c->rt_unk_seq = seq;
+		c->rt_unk_ptr = e->ptr;
+	}
+}
+
+/* Every other event: runtime allocations, driver level, OOM, NVTX, LOST,
+ * PAUSE/RESUME. */
 static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
 {
+	if (seq >= c->sample_due) /* before the driver level moves on */
+		samples_due(c, seq);
 	switch (e->type) {
-	case DSMT_REC_ALLOC: {
-		int torch = e->api == DSMT_API_CUDA_MALLOC && site_is_torch_now(c, e->x);
-		int created;
-		struct dsmt_hent *h = dsmt_hmap_put(&c->rt, e->ptr, &created);
-		if (!h) {
+	case DSMT_REC_ALLOC:
+		replay_rt_alloc(c, seq, e);
+		rt_level_alloc(c, seq, e);
+		break;
+	case DSMT_REC_FREE:
+		replay_rt_free(c, seq, e);
+		rt_level_free(c, e);
+		break;
+	case DSMT_REC_DRV:
+		replay_drv(c, seq, e);
+		break;
+	case DSMT_REC_SOURCE: {
+		c->has_drv = 1;
+		c->src_via = e->ptr;
+		if (c->srcs.n >= SRC_MAX) {
+			c->srcs_dropped++;
+			break;
+		}
+		struct srcrec *r = VPUSH(c->srcs);
+		if (!r) {
 			c->nomem = 1;
 			break;
 		}
-		if (!created && (h->aux >> 16) & 1) { /* replaced a live torch segment */
-			struct dev *od = c->dev[h->aux & 0xff];
-			if (od)
-				od->res -= h->v;
-		}
-		h->v = e->size;
-		h->aux = e->dev1 | (uint32_t)e->api << 8 | (uint32_t)torch << 16;
-		if (torch) {
-			struct dev *d = getdev(c, e->dev1, seq);
-			if (!d) {
-				h->aux &= ~(1u << 16);
-				break;
-			}
-			d->used = 1;
-			d->res += e->size;
-			if (d->res > d->pk_res)
-				d->pk_res = d->res;
-		}
-		break;
-	}
-	case DSMT_REC_FREE: {
-		struct dsmt_hent old;
-		if (dsmt_hmap_del(&c->rt, e->ptr, &old)) {
-			if ((old.aux >> 16) & 1) {
-				struct dev *d = c->dev[old.aux & 0xff];
-				if (d)
-					d->res -= old.v;
-			}
-		} else if (e->ptr != 0 && c->postpause) {
-			c->pause_rt_unk_free++; /* perhaps allocated while paused */
-		} else if (e->ptr != 0 && !c->rt_unk_free++) {
-			c->rt_unk_seq = seq;
-			c->rt_unk_ptr = e->ptr;
-		}
+		*r = (struct srcrec){seq, e->ts, e->ptr, e->size, e->x};
 		break;
 	}
 	case DSMT_REC_OOM:
@@ -921,6 +1657,8 @@ static const char *rec_name(unsigned t)
 	case DSMT_REC_ALLOC: return "ALLOC";
 	case DSMT_REC_FREE: return "FREE";
 	case DSMT_REC_OOM: return "OOM";
+	case DSMT_REC_DRV: return "DRV";
+	case DSMT_REC_SOURCE: return "SOURCE";
 	case DSMT_REC_NVTX_PUSH: return "NVTX_PUSH";
 	case DSMT_REC_NVTX_POP: return "NVTX_POP";
 	case DSMT_REC_NVTX_START: return "NVTX_START";
@@ -949,13 +1687,17 @@ enum { FP_DOMAIN, FP_N };                    /* NVTX_POP */
 enum { FS_RANGE, FS_DOMAIN, FS_NAME, FS_N }; /* NVTX_START */
 enum { F1_VALUE, F1_N };                     /* NVTX_END: range_id; LOST: count */
 enum { FT_DEV1, FT_TOT_ALLOC, FT_TOT_RES, FT_N }; /* PAUSE, RESUME (totals absolute) */
+enum { FD_OP, FD_VIA, FD_DEV1, FD_SDPTR, FD_SIZE, FD_AUX, FD_STACK, FD_SDSITE, FD_N }; /* DRV */
+enum { FR_VIA, FR_REASON, FR_NAME, FR_N };   /* SOURCE */
 #define EV_FIELDS_MAX (FA_N + 2)             /* + dseq, dts */
+_Static_assert((int)FD_N <= (int)FA_N, "EV_FIELDS_MAX covers DRV");
 _Static_assert(DSMT_FRAME_PAD >= 8 * (EV_FIELDS_MAX + 1), "ev_fields reads past the payload");
 
 static const uint8_t is_event[256] = {
 	[DSMT_REC_ALLOC] = 1, [DSMT_REC_FREE] = 1, [DSMT_REC_OOM] = 1, [DSMT_REC_NVTX_PUSH] = 1,
 	[DSMT_REC_NVTX_POP] = 1, [DSMT_REC_NVTX_START] = 1, [DSMT_REC_NVTX_END] = 1,
 	[DSMT_REC_NVTX_MARK] = 1, [DSMT_REC_LOST] = 1, [DSMT_REC_PAUSE] = 1, [DSMT_REC_RESUME] = 1,
+	[DSMT_REC_DRV] = 1, [DSMT_REC_SOURCE] = 1,
 };
 
 static inline uint64_t load64(const uint8_t *p)
@@ -1103,6 +1845,7 @@ static inline uint8_t clamp8(uint64_t v) { return v > 255 ? 255 : (uint8_t)v; }
 /* Fields of an event that only --dump prints. */
 struct evx {
 	uint64_t stream, stack, tot_res;
+	uint64_t op, via, dev1; /* DRV: as recorded (event.h clamps them) */
 };
 
 static inline int is_mem(unsigned type) { return (type | 1) == DSMT_REC_FREE; } /* ALLOC, FREE */
@@ -1138,6 +1881,12 @@ static inline __attribute__((always_inline)) unsigned ev_parse(const int mem, co
 	case DSMT_REC_RESUME:
 		ev_fields(FT_N + 2, pl, pn, f, bad);
 		return FT_N;
+	case DSMT_REC_DRV:
+		ev_fields(FD_N + 2, pl, pn, f, bad);
+		return FD_N;
+	case DSMT_REC_SOURCE:
+		ev_fields(FR_N + 2, pl, pn, f, bad);
+		return FR_N;
 	default: /* DSMT_REC_NVTX_END, DSMT_REC_LOST */
 		ev_fields(F1_N + 2, pl, pn, f, bad);
 		return F1_N;
@@ -1221,6 +1970,26 @@ static inline __attribute__((always_inline)) void ev_fill(const int mem, struct 
 		if (x)
 			x->tot_res = f[FT_TOT_RES];
 		break;
+	case DSMT_REC_DRV:
+		e->api = (uint8_t)(DSMT_EV_DRV_API | (f[FD_OP] < 0x7f ? f[FD_OP] : 0x7f));
+		e->flags = clamp8(f[FD_VIA]);
+		e->dev1 = clamp8(f[FD_DEV1]);
+		e->ptr = t->ptr += (uint64_t)dsmt_dec_unzigzag(f[FD_SDPTR]);
+		e->size = f[FD_SIZE];
+		e->tot = f[FD_AUX];
+		e->x = t->site += (uint64_t)dsmt_dec_unzigzag(f[FD_SDSITE]);
+		if (x) {
+			x->stack = f[FD_STACK];
+			x->op = f[FD_OP];
+			x->via = f[FD_VIA];
+			x->dev1 = f[FD_DEV1];
+		}
+		break;
+	case DSMT_REC_SOURCE:
+		e->ptr = f[FR_VIA];
+		e->size = f[FR_REASON];
+		e->x = f[FR_NAME];
+		break;
 	default: /* DSMT_REC_NVTX_END, DSMT_REC_LOST */
 		e->size = f[F1_VALUE];
 		break;
@@ -1280,6 +2049,31 @@ static void dump_event(struct ctx *c, const struct thread *t, unsigned type, uin
 		put_dev(df, e->dev1);
 		fprintf(df, " tot_alloc=%" PRIu64 " tot_reserved=%" PRIu64, e->tot, x.tot_res);
 		break;
+	case DSMT_REC_DRV: {
+		const char *on = x.op < 0x7f ? dsmt_drv_op_name((unsigned)x.op) : NULL;
+		if (on)
+			fprintf(df, " op=%s", on);
+		else
+			fprintf(df, " op=%" PRIu64, x.op);
+		put_via(df, x.via, 1);
+		if (x.dev1 == 0)
+			fputs(" dev=host", df);
+		else
+			fprintf(df, " dev=%" PRIu64, x.dev1 - 1);
+		fprintf(df, " ptr=0x%" PRIx64 " size=%" PRIu64 " aux=0x%" PRIx64 " stack=%" PRIu64 " site=0x%" PRIx64,
+			e->ptr, e->size, e->tot, x.stack, e->x);
+		break;
+	}
+	case DSMT_REC_SOURCE: {
+		put_via(df, e->ptr, 0);
+		const char *rn = src_reason_name(e->size);
+		if (rn)
+			fprintf(df, " reason=%s", rn);
+		else
+			fprintf(df, " reason=%" PRIu64, e->size);
+		put_strid(c, "name", e->x);
+		break;
+	}
 	}
 	fputc('\n', df);
 }
@@ -1335,7 +2129,7 @@ static inline __attribute__((always_inline)) int event_record(struct ctx *c, str
 		return 0;
 	}
 	/* dump */
-	struct evx x = {0, 0, 0};
+	struct evx x = {0, 0, 0, 0, 0, 0};
 	ev_fill(mem, t, type, f, n, &ev, &x, 1);
 	dump_event(c, t, type, seq, &ev, &x, fidx);
 	return 0;
@@ -1492,6 +2286,7 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 					break;
 				}
 				m.is_torch = is_torch_path(m.path);
+				m.cls = path_class(m.path);
 				struct module *slot = VPUSH(c->mods);
 				if (!slot) {
 					free(m.path);
@@ -1561,6 +2356,27 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 				fprintf(df, "%u THREAD tid=%" PRIu64 " name=", fidx, tid);
 				put_esc(df, (const char *)name, nn);
 				fputc('\n', df);
+			}
+			break;
+		}
+		case DSMT_REC_SAMPLE: {
+			struct sample sm = {0};
+			sm.next_seq = dsmt_cur_u(&cu);
+			sm.ts = dsmt_cur_u(&cu);
+			uint64_t dev1 = dsmt_cur_u(&cu), flags = dsmt_cur_u(&cu);
+			sm.proc_used = dsmt_cur_u(&cu);
+			uint64_t dused = dsmt_cur_u(&cu), dtotal = dsmt_cur_u(&cu);
+			if (cu.bad)
+				return damage(c, rec, "malformed SAMPLE record");
+			sm.dev1 = dev1 > 255 ? 255 : (uint32_t)dev1;
+			sm.flags = (uint32_t)flags;
+			if (mode == PASS_REPLAY) {
+				sample_add(c, &sm);
+			} else if (mode == PASS_DUMP) {
+				fprintf(df, "%u SAMPLE next_seq=%" PRIu64 " ts=%" PRIu64, fidx, sm.next_seq, sm.ts);
+				put_dev(df, dev1);
+				fprintf(df, " flags=%" PRIu64 " proc_used=%" PRIu64 " dev_used=%" PRIu64 " dev_total=%" PRIu64 "\n",
+					flags, sm.proc_used, dused, dtotal);
 			}
 			break;
 		}
@@ -1647,6 +2463,14 @@ static void replay_reset(struct ctx *c)
 		}
 	}
 	dsmt_hmap_free(&c->rt);
+	dsmt_hmap_free(&c->dm);
+	dsmt_hmap_free(&c->hnd);
+	dsmt_hmap_free(&c->vmap);
+	dsmt_hmap_free(&c->vimp);
+	free(c->hv.v);
+	free(c->srcs.v);
+	free(c->samples.v);
+	free(c->pend.v);
 	dsmt_hmap_free(&c->unres_sites);
 	dsmt_hmap_free(&c->unres_names);
 	for (size_t i = 0; i < c->thr.n; i++) {
@@ -1659,6 +2483,8 @@ static void replay_reset(struct ctx *c)
 	}
 	memset(&c->ro, 0, sizeof(*c) - offsetof(struct ctx, ro));
 	dsmt_reorder_init(&c->ro, c->o ? c->o->reorder_max : 0);
+	c->sample_due = UINT64_MAX;
+	c->src_via = SRC_UNKNOWN;
 }
 
 /* Did a decision taken before its definition arrived turn out wrong? */
@@ -1669,8 +2495,8 @@ static int replay_stale(struct ctx *c)
 	size_t i = 0;
 	struct dsmt_hent *h;
 	while ((h = dsmt_hmap_next(&c->unres_sites, &i)))
-		if (site_is_torch(c, h->key))
-			return 1;
+		if (site_is_torch(c, h->key) || (c->has_drv && site_class(c, h->key) > CLS_OTHER))
+			return 1; /* reserved, or a driver-level category, was decided without it */
 	i = 0;
 	while ((h = dsmt_hmap_next(&c->unres_names, &i))) {
 		const char *s = str_get(c, h->key, NULL);
@@ -1813,6 +2639,14 @@ static size_t deepspeed_steps(struct ctx *c, int n, struct mark *b, struct label
 	return nb;
 }
 
+/* Does device dev1 get rows: torch events, driver events, or (in a trace
+ * with driver data) runtime allocations counted at the driver level */
+static int dev_shown(struct ctx *c, unsigned dev1)
+{
+	const struct dev *d = c->dev[dev1];
+	return d && (d->used || (c->has_drv && d->run_pk));
+}
+
 static int build_rows(struct ctx *c, struct dsmt_process *out)
 {
 	uint64_t t0 = u64_meta(c, "start_realtime_ns", 0);
@@ -1868,7 +2702,10 @@ static int build_rows(struct ctx *c, struct dsmt_process *out)
 	size_t ni = nb + 1;
 	unsigned ndev = c->maxdev1;
 	struct segstat *agg = calloc(ni * (ndev ? ndev : 1), sizeof(*agg));
-	if (!agg) {
+	struct seg *ihp = calloc(ni, sizeof(*ihp)); /* pinned host memory per interval */
+	if (!agg || !ihp) {
+		free(agg);
+		free(ihp);
 		free(b);
 		free(lab);
 		return -1;
@@ -1876,6 +2713,9 @@ static int build_rows(struct ctx *c, struct dsmt_process *out)
 	size_t j = 0;
 	for (size_t i = 0; i < c->segs.n; i++) {
 		struct seg *s = &c->segs.v[i];
+		if (s->pk_hp > ihp[j].pk_hp)
+			ihp[j].pk_hp = s->pk_hp;
+		ihp[j].end_hp = s->end_hp;
 		for (unsigned d = 0; d < s->ndev; d++) {
 			struct segstat *st = &c->stats.v[s->off + d], *a = &agg[j * ndev + d];
 			if (st->pk_alloc > a->pk_alloc)
@@ -1886,17 +2726,21 @@ static int build_rows(struct ctx *c, struct dsmt_process *out)
 			a->end_res = st->end_res;
 			a->allocs += st->allocs;
 			a->frees += st->frees;
+			if (st->pk_dev > a->pk_dev)
+				a->pk_dev = st->pk_dev;
+			a->end_dev = st->end_dev;
 		}
 		if (j < nb && s->end_seq == b[j].seq)
 			j++;
 	}
 	unsigned nused = 0;
 	for (unsigned d = 1; d <= ndev; d++)
-		nused += c->dev[d] && c->dev[d]->used;
+		nused += dev_shown(c, d);
 	out->nrows = ni * nused;
 	out->rows = calloc(out->nrows ? out->nrows : 1, sizeof(*out->rows));
 	if (!out->rows) {
 		free(agg);
+		free(ihp);
 		free(b);
 		free(lab);
 		return -1;
@@ -1909,7 +2753,7 @@ static int build_rows(struct ctx *c, struct dsmt_process *out)
 		for (size_t p = 0; p < c->stretches.n && !paused; p++)
 			paused = c->stretches.v[p].from_seq < to && c->stretches.v[p].to_seq > from;
 		for (unsigned d = 1; d <= ndev; d++) {
-			if (!c->dev[d] || !c->dev[d]->used)
+			if (!dev_shown(c, d))
 				continue;
 			struct dsmt_row *r = &out->rows[k++];
 			struct segstat *a = &agg[i * ndev + d - 1];
@@ -1925,10 +2769,15 @@ static int build_rows(struct ctx *c, struct dsmt_process *out)
 			r->end_res = a->end_res;
 			r->allocs = a->allocs;
 			r->frees = a->frees;
+			r->peak_dev = a->pk_dev;
+			r->end_dev = a->end_dev;
+			r->peak_hp = ihp[i].pk_hp;
+			r->end_hp = ihp[i].end_hp;
 		}
 		npaused += paused;
 	}
 	free(agg);
+	free(ihp);
 	free(b);
 	free(lab);
 	if (c->pauses || c->stretches.n)
@@ -1938,6 +2787,74 @@ static int build_rows(struct ctx *c, struct dsmt_process *out)
 		    c->pauses, c->pause_seq, npaused);
 	return 0;
 #undef RT
+}
+
+/* The driver section of the report: sources, op counts, and per reported
+ * device its breakdown at the first moment of its maximum, with the NVML
+ * sample (proc_used valid) closest in time to that moment. */
+static int build_driver(struct ctx *c, struct dsmt_process *out)
+{
+	out->has_drv = c->has_drv;
+	if (!c->has_drv)
+		return 0;
+	uint64_t t0 = u64_meta(c, "start_realtime_ns", 0);
+	uint64_t unit = u64_meta(c, "ts_unit_ns", DSMT_TS_UNIT_NS);
+	memcpy(out->drv_ops, c->drv_ops, sizeof(out->drv_ops));
+	out->sources = calloc(c->srcs.n ? c->srcs.n : 1, sizeof(*out->sources));
+	out->bk = calloc(c->maxdev1 ? c->maxdev1 : 1, sizeof(*out->bk));
+	if (!out->sources || !out->bk)
+		return -1;
+	for (size_t i = 0; i < c->srcs.n; i++) {
+		const struct srcrec *r = &c->srcs.v[i];
+		struct dsmt_source *o = &out->sources[out->nsources++];
+		o->seq = r->seq;
+		o->ts_ns = t0 + r->ts * unit;
+		o->via = r->via;
+		o->reason = r->reason;
+		size_t n;
+		const char *s = r->name ? str_get(c, r->name, &n) : NULL;
+		if (s && !(o->name = strdup(s)))
+			return -1;
+	}
+	for (unsigned dv = 1; dv <= c->maxdev1; dv++) {
+		if (!dev_shown(c, dv))
+			continue;
+		const struct dev *d = c->dev[dv];
+		const struct snap *sn = &d->snap;
+		struct dsmt_breakdown *b = &out->bk[out->nbk++];
+		b->device = (int)dv - 1;
+		b->peak_device = d->run_pk;
+		b->at_known = sn->taken;
+		if (!sn->taken)
+			continue;
+		b->at_ns = t0 + sn->ts * unit;
+		b->allocated = sn->alloc;
+		b->reserved = sn->res;
+		b->nccl = sn->cat[CAT_NCCL];
+		b->workspace = sn->cat[CAT_WORKSPACE];
+		b->statics = sn->cat[CAT_STATICS];
+		b->managed = sn->cat[CAT_MANAGED];
+		b->other = sn->cat[CAT_OTHER];
+		b->imported = sn->imported;
+		const struct sample *best = NULL;
+		uint64_t bestd = 0;
+		for (size_t i = 0; i < c->samples.n; i++) {
+			const struct sample *sm = &c->samples.v[i];
+			if (sm->dev1 != dv || !(sm->flags & DSMT_SAMPLE_PROC))
+				continue;
+			uint64_t dist = sm->ts > sn->ts ? sm->ts - sn->ts : sn->ts - sm->ts;
+			if (!best || dist < bestd || (dist == bestd && sm->next_seq < best->next_seq)) {
+				best = sm;
+				bestd = dist;
+			}
+		}
+		if (best) {
+			b->has_sample = 1;
+			b->nvml_used = best->proc_used;
+			b->context = (int64_t)(best->proc_used - best->dev_at);
+		}
+	}
+	return 0;
 }
 
 static int ctx_defs(struct ctx *c)
@@ -1995,6 +2912,7 @@ int dsmt_decode_file(const char *path, const struct dsmt_opts *o, struct dsmt_pr
 		run_pass(c, PASS_REPLAY);
 		dsmt_reorder_flush(&c->ro, emit, c);
 	}
+	samples_due(c, UINT64_MAX); /* samples after the last event */
 	close_segment(c, UINT64_MAX, c->last_ts);
 	code = report_stop(c);
 	if (c->nomem)
@@ -2045,7 +2963,26 @@ int dsmt_decode_file(const char *path, const struct dsmt_opts *o, struct dsmt_pr
 		msg(c, "%" PRIu64 " events, %zu frames, format %u.%u", c->events, (size_t)c->rd.last_good,
 		    c->rd.major, c->rd.minor);
 
-	if (build_rows(c, out)) {
+	if (c->drv_unk_free)
+		msg(c, "%" PRIu64 " driver frees of unknown pointers (first at seq %" PRIu64 ", ptr 0x%" PRIx64 ")",
+		    c->drv_unk_free, c->drv_unk_free_seq, c->drv_unk_free_ptr);
+	if (c->drv_unk_unmap)
+		msg(c, "%" PRIu64 " driver unmaps of unmapped addresses (first at seq %" PRIu64 ", va 0x%" PRIx64 ")",
+		    c->drv_unk_unmap, c->drv_unk_unmap_seq, c->drv_unk_unmap_ptr);
+	if (c->drv_unk_handle)
+		msg(c, "%" PRIu64 " driver releases, retains or maps of unknown VMM handles (first at seq %" PRIu64
+		       ", handle 0x%" PRIx64 ")", c->drv_unk_handle, c->drv_unk_handle_seq, c->drv_unk_handle_h);
+	if (c->drv_nodev)
+		msg(c, "%" PRIu64 " driver-level allocations without a valid device not counted (first at seq %" PRIu64 ")",
+		    c->drv_nodev, c->drv_nodev_seq);
+	if (c->drv_overflow)
+		msg(c, "%" PRIu64 " driver-level allocations beyond the decoder's limit not tracked", c->drv_overflow);
+	if (c->srcs_dropped)
+		msg(c, "%" PRIu64 " SOURCE records beyond %d not listed", c->srcs_dropped, SRC_MAX);
+	if (c->samples_dropped)
+		msg(c, "%" PRIu64 " SAMPLE records beyond %zu ignored", c->samples_dropped, SAMPLES_MAX);
+
+	if (build_rows(c, out) || build_driver(c, out)) {
 		msg(c, "out of memory");
 		code = DSMT_EXIT_BAD;
 		goto done;
@@ -2069,6 +3006,10 @@ void dsmt_process_free(struct dsmt_process *p)
 	}
 	free(p->meta);
 	free(p->rows);
+	for (size_t i = 0; i < p->nsources; i++)
+		free(p->sources[i].name);
+	free(p->sources);
+	free(p->bk);
 	memset(p, 0, sizeof(*p));
 }
 

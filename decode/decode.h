@@ -45,7 +45,35 @@ struct dsmt_row {
 	uint64_t start_ns, end_ns; /* CLOCK_REALTIME */
 	uint64_t peak_alloc, end_alloc, peak_res, end_res;
 	uint64_t allocs, frees;
+	/* driver level (valid when the process has_drv): bytes the driver handed
+	 * the process on this device, and pinned host memory (process-wide: the
+	 * same in every device's row of an interval) */
+	uint64_t peak_dev, end_dev, peak_hp, end_hp;
 };
+
+/* A SOURCE record: who records driver-level events from seq on. */
+struct dsmt_source {
+	uint64_t seq, ts_ns; /* ts_ns: CLOCK_REALTIME */
+	uint64_t via, reason; /* DSMT_VIA_*, enum dsmt_src_reason (as recorded) */
+	char *name;          /* NULL: none */
+};
+
+/* Where a device's driver-level bytes were when they first reached their
+ * run maximum. */
+struct dsmt_breakdown {
+	int device;
+	int at_known;         /* 0: the device level never rose above 0 */
+	uint64_t peak_device, at_ns;
+	uint64_t allocated, reserved;
+	uint64_t nccl, workspace, statics, managed, other, imported;
+	int has_sample;       /* an NVML sample with proc_used valid exists for the device */
+	int64_t context;      /* proc_used - device at that sample */
+	uint64_t nvml_used;   /* that sample's proc_used */
+};
+
+#define DSMT_DRV_OPS 128 /* op counters: index = op (1..126); 127 = unknown larger op */
+/* "alloc", "map", ... for an op of format.h's enum dsmt_drv_op, else NULL */
+const char *dsmt_drv_op_name(unsigned op);
 
 struct dsmt_process {
 	const char *file;
@@ -57,6 +85,12 @@ struct dsmt_process {
 	struct dsmt_row *rows; /* intervals in time order, devices ascending in each */
 	size_t nrows;
 	uint64_t events, ooms, lost, missing;
+	int has_drv; /* the trace has SOURCE or DRV records (else driver-level numbers are unknown) */
+	struct dsmt_source *sources;
+	size_t nsources;
+	uint64_t drv_ops[DSMT_DRV_OPS]; /* DRV records replayed, by op (0: op 0) */
+	struct dsmt_breakdown *bk; /* one per reported device */
+	size_t nbk;
 };
 
 /* Decode `path`.  Messages go to `err` prefixed with "dsmemdecode: FILE: ".

@@ -9,17 +9,21 @@ enum {
 	DSMT_EVF_RES = 2, /* a torch ALLOC/FREE in the replay: `x` is its tot_reserved */
 };
 
+#define DSMT_EV_DRV_API 0x80 /* event.api of DRV records: 0x80 | op */
+
 struct dsmt_event {
 	uint64_t ts;
-	uint64_t ptr;  /* ALLOC/FREE: ptr; NVTX: domain id */
-	uint64_t size; /* ALLOC/FREE/OOM: size; NVTX START/END: range_id; LOST: count */
+	uint64_t ptr;  /* ALLOC/FREE/DRV: ptr; NVTX: domain id; SOURCE: via */
+	uint64_t size; /* ALLOC/FREE/OOM/DRV: size; NVTX START/END: range_id; LOST: count; SOURCE: reason */
 	uint64_t x;    /* ALLOC/FREE/OOM: site (torch ALLOC/FREE with DSMT_EVF_RES:
-			* tot_reserved); PAUSE/RESUME: tot_reserved; NVTX PUSH/START/MARK: name id */
-	uint64_t tot;  /* torch ALLOC/FREE, OOM, PAUSE/RESUME: tot_alloc */
+			* tot_reserved); DRV: site; PAUSE/RESUME: tot_reserved; NVTX PUSH/START/MARK,
+			* SOURCE: name id */
+	uint64_t tot;  /* torch ALLOC/FREE, OOM, PAUSE/RESUME: tot_alloc; DRV: aux */
 	uint32_t tidx; /* index of the thread (file-wide thread table) */
 	uint8_t type;  /* record type; 0 = empty slot */
-	uint8_t api;   /* ALLOC/FREE: api (clamped to 255) */
-	uint8_t flags;
+	uint8_t api;   /* ALLOC/FREE: api (clamped to 255); DRV: DSMT_EV_DRV_API | op (op > 126: 0x7f),
+			* never DSMT_API_TORCH (the replay's fast-path test) */
+	uint8_t flags; /* DRV: via (clamped to 255) */
 	uint8_t dev1;  /* device + 1, clamped: 255 = out of range */
 };
 

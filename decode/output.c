@@ -1,4 +1,4 @@
-/* Reports: JSON (dsmemdecode-steps/1), aligned table, CSV. */
+/* Reports: JSON (dsmemdecode-steps/2), aligned table, CSV. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +38,15 @@ static void json_int_meta(FILE *f, const struct dsmt_process *p, const char *key
 	fputs("null", f);
 }
 
-static void json_row(FILE *f, const struct dsmt_row *r)
+static void json_opt(FILE *f, const char *key, int known, uint64_t v)
+{
+	if (known)
+		fprintf(f, ", \"%s\": %" PRIu64, key, v);
+	else
+		fprintf(f, ", \"%s\": null", key);
+}
+
+static void json_row(FILE *f, const struct dsmt_row *r, int drv)
 {
 	fprintf(f, "{\"device\": %d, ", r->device);
 	if (r->kind == DSMT_STEP)
@@ -47,10 +55,14 @@ static void json_row(FILE *f, const struct dsmt_row *r)
 		fprintf(f, "\"eval\": %d, ", r->step);
 	fprintf(f,
 		"\"start_ns\": %" PRIu64 ", \"end_ns\": %" PRIu64 ", \"peak_allocated\": %" PRIu64
-		", \"end_allocated\": %" PRIu64 ", \"peak_reserved\": %" PRIu64 ", \"end_reserved\": %" PRIu64
-		", \"allocs\": %" PRIu64 ", \"frees\": %" PRIu64 "%s}",
-		r->start_ns, r->end_ns, r->peak_alloc, r->end_alloc, r->peak_res, r->end_res, r->allocs,
-		r->frees, r->paused ? ", \"paused\": true" : "");
+		", \"end_allocated\": %" PRIu64 ", \"peak_reserved\": %" PRIu64 ", \"end_reserved\": %" PRIu64,
+		r->start_ns, r->end_ns, r->peak_alloc, r->end_alloc, r->peak_res, r->end_res);
+	json_opt(f, "peak_device", drv, r->peak_dev);
+	json_opt(f, "end_device", drv, r->end_dev);
+	json_opt(f, "peak_host_pinned", drv, r->peak_hp);
+	json_opt(f, "end_host_pinned", drv, r->end_hp);
+	fprintf(f, ", \"allocs\": %" PRIu64 ", \"frees\": %" PRIu64 "%s}", r->allocs, r->frees,
+		r->paused ? ", \"paused\": true" : "");
 }
 
 static void json_rows(FILE *f, const struct dsmt_process *p, const char *name, int kind)
@@ -63,7 +75,7 @@ static void json_rows(FILE *f, const struct dsmt_process *p, const char *name, i
 			continue;
 		fputs(first ? "\n      " : ",\n      ", f);
 		first = 0;
-		json_row(f, r);
+		json_row(f, r, p->has_drv);
 	}
 	fputs("]", f);
 }
@@ -144,9 +156,88 @@ static int same_run(const struct dsmt_process *a, const struct dsmt_process *b)
 	return !ra == !rb && (!ra || !strcmp(ra, rb));
 }
 
+static const char *via_json(uint64_t via)
+{
+	switch (via) {
+	case 0: return "none";
+	case 1: return "cupti";
+	case 2: return "dlsym";
+	case 3: return "activity";
+	default: return NULL;
+	}
+}
+
+static const char *reason_json(uint64_t r)
+{
+	static const char *const n[] = {NULL, "start", "yield", "refused", "no_cupti", "disabled", "foreign"};
+	return r < sizeof(n) / sizeof(n[0]) ? n[r] : NULL;
+}
+
+/* a known name as a string, else the number */
+static void json_name_or_num(FILE *f, const char *name, uint64_t v)
+{
+	if (name)
+		fprintf(f, "\"%s\"", name);
+	else
+		fprintf(f, "%" PRIu64, v);
+}
+
+/* "driver": null without driver data, else sources, op counts, breakdown */
+static void json_driver(FILE *f, const struct dsmt_process *p)
+{
+	fputs(",\n     \"driver\": ", f);
+	if (!p->has_drv) {
+		fputs("null", f);
+		return;
+	}
+	fputs("{\"sources\": [", f);
+	for (size_t i = 0; i < p->nsources; i++) {
+		const struct dsmt_source *s = &p->sources[i];
+		fprintf(f, "%s{\"seq\": %" PRIu64 ", \"ts_ns\": %" PRIu64 ", \"via\": ", i ? ", " : "", s->seq,
+			s->ts_ns);
+		json_name_or_num(f, via_json(s->via), s->via);
+		fputs(", \"reason\": ", f);
+		json_name_or_num(f, reason_json(s->reason), s->reason);
+		fputs(", \"name\": ", f);
+		json_str(f, s->name);
+		fputc('}', f);
+	}
+	fputs("],\n      \"events\": {", f);
+	int first = 1;
+	for (unsigned op = 0; op < DSMT_DRV_OPS; op++) {
+		if (!p->drv_ops[op])
+			continue;
+		const char *n = dsmt_drv_op_name(op);
+		if (n)
+			fprintf(f, "%s\"%s\": %" PRIu64, first ? "" : ", ", n, p->drv_ops[op]);
+		else if (op == DSMT_DRV_OPS - 1)
+			fprintf(f, "%s\"op_%u_or_more\": %" PRIu64, first ? "" : ", ", op, p->drv_ops[op]);
+		else
+			fprintf(f, "%s\"op_%u\": %" PRIu64, first ? "" : ", ", op, p->drv_ops[op]);
+		first = 0;
+	}
+	fputs("},\n      \"device_breakdown\": [", f);
+	for (size_t i = 0; i < p->nbk; i++) {
+		const struct dsmt_breakdown *b = &p->bk[i];
+		fprintf(f, "%s\n       {\"device\": %d, \"peak_device\": %" PRIu64, i ? "," : "", b->device,
+			b->peak_device);
+		json_opt(f, "at_ns", b->at_known, b->at_ns);
+		fprintf(f, ", \"allocated\": %" PRIu64 ", \"cached\": %" PRId64 ", \"reserved\": %" PRIu64
+			   ", \"nccl\": %" PRIu64 ", \"workspace\": %" PRIu64 ", \"statics\": %" PRIu64
+			   ", \"managed\": %" PRIu64 ", \"other\": %" PRIu64 ", \"imported\": %" PRIu64,
+			b->allocated, (int64_t)(b->reserved - b->allocated), b->reserved, b->nccl, b->workspace,
+			b->statics, b->managed, b->other, b->imported);
+		if (b->has_sample)
+			fprintf(f, ", \"context\": %" PRId64 ", \"nvml_used\": %" PRIu64 "}", b->context, b->nvml_used);
+		else
+			fputs(", \"context\": null, \"nvml_used\": null}", f);
+	}
+	fputs("]}", f);
+}
+
 void dsmt_write_json(FILE *f, const struct dsmt_process *ps, size_t n)
 {
-	fputs("{\"format\": \"dsmemdecode-steps/1\",\n \"processes\": [", f);
+	fputs("{\"format\": \"dsmemdecode-steps/2\",\n \"processes\": [", f);
 	for (size_t i = 0; i < n; i++) {
 		const struct dsmt_process *p = &ps[i];
 		fputs(i ? ",\n    {" : "\n    {", f);
@@ -178,6 +269,7 @@ void dsmt_write_json(FILE *f, const struct dsmt_process *ps, size_t n)
 		json_rows(f, p, "tail", DSMT_TAIL);
 		fputs(",\n", f);
 		json_rows(f, p, "eval", DSMT_EVAL);
+		json_driver(f, p);
 		fputs("}", f);
 	}
 	fputs("]}\n", f);
@@ -239,12 +331,15 @@ static size_t run_heading(FILE *f, const struct dsmt_process *ps, size_t n, size
 	return j;
 }
 
-#define NCOL 10
+#define NCOL_BASE 10
+#define NCOL 15 /* with the driver level */
 
 void dsmt_write_table(FILE *f, const struct dsmt_process *ps, size_t n)
 {
 	static const char *hdr[NCOL] = {"step", "device", "peak_allocated", "end_allocated", "peak_reserved",
-					"end_reserved", "allocs", "frees", "peak_alloc_MiB", "peak_res_MiB"};
+					"end_reserved", "allocs", "frees", "peak_alloc_MiB", "peak_res_MiB",
+					"peak_device", "end_device", "peak_host_pinned", "end_host_pinned",
+					"peak_dev_MiB"};
 	size_t run_end = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct dsmt_process *p = &ps[i];
@@ -256,8 +351,9 @@ void dsmt_write_table(FILE *f, const struct dsmt_process *ps, size_t n)
 			fputc('\n', f);
 		fprintf(f, "%s  host=%s pid=%s rank=%s%s%s\n", p->file, host ? host : "?", pid ? pid : "?",
 			rank ? rank : "-", p->truncated ? "  (truncated)" : "", p->damaged ? "  (damaged)" : "");
+		const int ncol = p->has_drv ? NCOL : NCOL_BASE; /* driver columns only with driver data */
 		size_t w[NCOL];
-		for (int k = 0; k < NCOL; k++)
+		for (int k = 0; k < ncol; k++)
 			w[k] = strlen(hdr[k]);
 		char(*cells)[NCOL][32] = calloc(p->nrows ? p->nrows : 1, sizeof(*cells));
 		if (!cells)
@@ -275,15 +371,20 @@ void dsmt_write_table(FILE *f, const struct dsmt_process *ps, size_t n)
 			snprintf(cells[r][7], 32, "%" PRIu64, x->frees);
 			snprintf(cells[r][8], 32, "%.1f", (double)x->peak_alloc / 1048576.0);
 			snprintf(cells[r][9], 32, "%.1f", (double)x->peak_res / 1048576.0);
-			for (int k = 0; k < NCOL; k++)
+			snprintf(cells[r][10], 32, "%" PRIu64, x->peak_dev);
+			snprintf(cells[r][11], 32, "%" PRIu64, x->end_dev);
+			snprintf(cells[r][12], 32, "%" PRIu64, x->peak_hp);
+			snprintf(cells[r][13], 32, "%" PRIu64, x->end_hp);
+			snprintf(cells[r][14], 32, "%.1f", (double)x->peak_dev / 1048576.0);
+			for (int k = 0; k < ncol; k++)
 				if (strlen(cells[r][k]) > w[k])
 					w[k] = strlen(cells[r][k]);
 		}
-		for (int k = 0; k < NCOL; k++)
+		for (int k = 0; k < ncol; k++)
 			fprintf(f, k ? "  %*s" : "%-*s", (int)w[k], hdr[k]);
 		fputc('\n', f);
 		for (size_t r = 0; r < p->nrows; r++) {
-			for (int k = 0; k < NCOL; k++)
+			for (int k = 0; k < ncol; k++)
 				fprintf(f, k ? "  %*s" : "%-*s", (int)w[k], cells[r][k]);
 			fputc('\n', f);
 		}
@@ -312,9 +413,13 @@ static void csv_field(FILE *f, const char *s)
 
 void dsmt_write_csv(FILE *f, const struct dsmt_process *ps, size_t n)
 {
+	int drv = 0; /* driver columns when any process has driver data (empty cells for the others) */
+	for (size_t i = 0; i < n; i++)
+		drv |= ps[i].has_drv;
 	fputs("file,host,pid,rank,step,device,start_ns,end_ns,peak_allocated,end_allocated,peak_reserved,"
-	      "end_reserved,allocs,frees\n",
+	      "end_reserved,allocs,frees",
 	      f);
+	fputs(drv ? ",peak_device,end_device,peak_host_pinned,end_host_pinned\n" : "\n", f);
 	for (size_t i = 0; i < n; i++) {
 		const struct dsmt_process *p = &ps[i];
 		for (size_t r = 0; r < p->nrows; r++) {
@@ -329,9 +434,15 @@ void dsmt_write_csv(FILE *f, const struct dsmt_process *ps, size_t n)
 			csv_field(f, dsmt_meta_get(p, "rank"));
 			fprintf(f,
 				",%s,%d,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
-				",%" PRIu64 ",%" PRIu64 "\n",
+				",%" PRIu64 ",%" PRIu64,
 				step_label(x, sb, sizeof(sb)), x->device, x->start_ns, x->end_ns, x->peak_alloc,
 				x->end_alloc, x->peak_res, x->end_res, x->allocs, x->frees);
+			if (drv && p->has_drv)
+				fprintf(f, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64, x->peak_dev, x->end_dev,
+					x->peak_hp, x->end_hp);
+			else if (drv)
+				fputs(",,,,", f);
+			fputc('\n', f);
 		}
 	}
 }

@@ -123,7 +123,7 @@ def check_case(mktrace, decode, srcdir, work, name, update):
 
     doc = json.loads(outputs["json"])
     files = [os.path.splitext(t)[0] for t in traces] if order is None else order
-    if doc.get("format") != "dsmemdecode-steps/1" or len(doc["processes"]) != len(files):
+    if doc.get("format") != "dsmemdecode-steps/2" or len(doc["processes"]) != len(files):
         fails.append("bad JSON document")
     elif [os.path.splitext(p["file"])[0] for p in doc["processes"]] != files:
         fails.append("processes in the order %s, expected %s" % ([p["file"] for p in doc["processes"]], files))
