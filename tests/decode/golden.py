@@ -15,6 +15,13 @@ status and stderr, and that --ignore-totals leaves stdout byte-identical.
                          I: index in the report, default 0; paused absent = false)
   #! rows N              number of rows (steps + init + tail + eval, all devices)
   #! process [proc=I] key=value   process-level JSON fields
+  #! breakdown [proc=I] dev=D key=value...
+                         the device's entry of "driver"."device_breakdown"
+  #! source [proc=I] idx=K key=value...
+                         entry K (from 0) of "driver"."sources"
+  #! nsources [proc=I] N number of "driver"."sources"
+  #! drvevents [proc=I] op=N...   "driver"."events" is exactly this
+  #! dump TEXT           `dsmemdecode --dump` output contains TEXT (a line's tail)
   #! file NAME           the lines up to the next `#! file` build trace NAME.zst;
                          the traces go to dsmemdecode in this order (default:
                          the whole script is one trace, CASE.zst)
@@ -51,6 +58,8 @@ def check_case(mktrace, decode, srcdir, work, name, update):
     directives = [l[2:].strip() for l in open(script) if l.startswith("#!")]
     stderr_not = []
     args, exit_code, stderr_want, expects, rows, procs, order = [], 0, [], [], None, [], None
+    drv = []  # (kind, dict)
+    dump_want = []
     parts, cur = [], None  # (name, script lines)
     for l in open(script):
         if l.startswith("#! file "):
@@ -74,6 +83,13 @@ def check_case(mktrace, decode, srcdir, work, name, update):
             rows = int(rest)
         elif key == "process":
             procs.append(dict(kv.split("=", 1) for kv in rest.split()))
+        elif key in ("breakdown", "source", "nsources", "drvevents"):
+            kv = [x for x in rest.split()]
+            if key == "nsources":
+                kv = [x if "=" in x else "n=" + x for x in kv]
+            drv.append((key, dict(x.split("=", 1) for x in kv)))
+        elif key == "dump":
+            dump_want.append(rest)
         elif key == "file":
             pass
         elif key == "order":
@@ -121,6 +137,13 @@ def check_case(mktrace, decode, srcdir, work, name, update):
         elif open(gold, "rb").read() != out:
             fails.append("%s: output differs from %s:\n%s" % (fmt, gold, out.decode(errors="replace")))
 
+    if dump_want:
+        rc, out, err = run([decode, "--dump"] + traces, work)
+        text = out.decode(errors="replace")
+        for d in dump_want:
+            if d not in text:
+                fails.append("--dump lacks %r; got:\n%s" % (d, text))
+
     doc = json.loads(outputs["json"])
     files = [os.path.splitext(t)[0] for t in traces] if order is None else order
     if doc.get("format") != "dsmemdecode-steps/2" or len(doc["processes"]) != len(files):
@@ -148,6 +171,35 @@ def check_case(mktrace, decode, srcdir, work, name, update):
                 got = match[0].get(k, False if k == "paused" else None)
                 if got != parse_value(v):
                     fails.append("process %d step %s dev %d: %s = %r, expected %s" % (pi, step, dev, k, got, v))
+        for kind, e in drv:
+            p = doc["processes"][int(e.pop("proc", 0))]
+            d = p.get("driver")
+            if d is None:
+                fails.append("%s: \"driver\" is null" % kind)
+                continue
+            if kind == "nsources":
+                if len(d["sources"]) != int(e["n"]):
+                    fails.append("%d sources, expected %s" % (len(d["sources"]), e["n"]))
+                continue
+            if kind == "drvevents":
+                want = {k: int(v) for k, v in e.items()}
+                if d["events"] != want:
+                    fails.append("driver events %r, expected %r" % (d["events"], want))
+                continue
+            if kind == "breakdown":
+                dev = int(e.pop("dev"))
+                match = [b for b in d["device_breakdown"] if b["device"] == dev]
+                what = "breakdown dev %d" % dev
+            else:
+                idx = int(e.pop("idx"))
+                match = d["sources"][idx:idx + 1]
+                what = "source %d" % idx
+            if len(match) != 1:
+                fails.append("no %s" % what)
+                continue
+            for k, v in e.items():
+                if match[0].get(k, "(absent)") != parse_value(v):
+                    fails.append("%s: %s = %r, expected %s" % (what, k, match[0].get(k, "(absent)"), v))
         for pr in procs:
             p = doc["processes"][int(pr.pop("proc", 0))]
             for k, v in pr.items():

@@ -33,6 +33,30 @@
  *   mark  seq ts domain name
  *   lost  seq ts count
  *   pause|resume seq ts dev tot=A,R   PAUSE/RESUME (dev "host": none)
+ *   drv   seq ts op via dev ptr size aux stack site
+ *                                  DRV record.  op: alloc free alloc_managed
+ *                                  alloc_host free_host host_register
+ *                                  host_unregister alloc_async free_async
+ *                                  create release retain map unmap set_access
+ *                                  reserve addr_free import ipc_open ipc_close
+ *                                  pool_create pool_destroy pool_trim
+ *                                  ctx_create ctx_destroy static static_free
+ *                                  or a number; via: cupti dlsym activity or a
+ *                                  number, "+rt" appended for DSMT_VIA_UNDER_RT
+ *                                  (default cupti); dev: index or "host"
+ *                                  (default 0); ptr and site update the
+ *                                  thread's delta state like alloc/free
+ *   source seq ts via reason name  SOURCE record.  via: none cupti dlsym
+ *                                  activity or a number; reason: start yield
+ *                                  refused no_cupti disabled foreign or a
+ *                                  number; name=ID or name=TEXT (interned)
+ *   sample next ts dev flags proc dev_used dev_total
+ *                                  SAMPLE record (no thread, no delta state):
+ *                                  next: the seq it is replayed before
+ *                                  (default: the next seq), ts absolute
+ *                                  (default next), dev index or "host",
+ *                                  flags default 1 (proc valid) when proc=
+ *                                  is given, else 0
  *   flush ts next
  *   raw TYPE HEX                   a record with a raw payload
  *   bytes HEX                      raw bytes into the current frame's data
@@ -420,6 +444,59 @@ static unsigned api_arg(void)
 	return (unsigned)num(v);
 }
 
+/* name=value tables: the value of a name, or a number */
+struct named {
+	const char *n;
+	unsigned v;
+};
+
+static uint64_t named_arg(const char *v, const struct named *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(v, t[i].n))
+			return t[i].v;
+	return num(v);
+}
+
+static const struct named drv_ops[] = {
+	{"alloc", DSMT_DRV_ALLOC}, {"free", DSMT_DRV_FREE}, {"alloc_managed", DSMT_DRV_ALLOC_MANAGED},
+	{"alloc_host", DSMT_DRV_ALLOC_HOST}, {"free_host", DSMT_DRV_FREE_HOST},
+	{"host_register", DSMT_DRV_HOST_REGISTER}, {"host_unregister", DSMT_DRV_HOST_UNREGISTER},
+	{"alloc_async", DSMT_DRV_ALLOC_ASYNC}, {"free_async", DSMT_DRV_FREE_ASYNC}, {"create", DSMT_DRV_CREATE},
+	{"release", DSMT_DRV_RELEASE}, {"retain", DSMT_DRV_RETAIN}, {"map", DSMT_DRV_MAP},
+	{"unmap", DSMT_DRV_UNMAP}, {"set_access", DSMT_DRV_SET_ACCESS}, {"reserve", DSMT_DRV_RESERVE},
+	{"addr_free", DSMT_DRV_ADDR_FREE}, {"import", DSMT_DRV_IMPORT}, {"ipc_open", DSMT_DRV_IPC_OPEN},
+	{"ipc_close", DSMT_DRV_IPC_CLOSE}, {"pool_create", DSMT_DRV_POOL_CREATE},
+	{"pool_destroy", DSMT_DRV_POOL_DESTROY}, {"pool_trim", DSMT_DRV_POOL_TRIM},
+	{"ctx_create", DSMT_DRV_CTX_CREATE}, {"ctx_destroy", DSMT_DRV_CTX_DESTROY}, {"static", DSMT_DRV_STATIC},
+	{"static_free", DSMT_DRV_STATIC_FREE},
+};
+static const struct named vias[] = {
+	{"none", DSMT_VIA_NONE}, {"cupti", DSMT_VIA_CUPTI}, {"dlsym", DSMT_VIA_DLSYM}, {"activity", DSMT_VIA_ACTIVITY},
+};
+static const struct named reasons[] = {
+	{"start", DSMT_SRC_START}, {"yield", DSMT_SRC_YIELD}, {"refused", DSMT_SRC_REFUSED},
+	{"no_cupti", DSMT_SRC_NO_CUPTI}, {"disabled", DSMT_SRC_DISABLED}, {"foreign", DSMT_SRC_FOREIGN},
+};
+#define NAMED(t) t, sizeof(t) / sizeof(t[0])
+
+/* via=NAME|N[+rt] (default dflt) */
+static uint64_t via_arg(uint64_t dflt)
+{
+	const char *v = kv_get("via");
+	if (!v)
+		return dflt;
+	char tmp[64];
+	snprintf(tmp, sizeof(tmp), "%s", v);
+	uint64_t rt = 0;
+	char *plus = strstr(tmp, "+rt");
+	if (plus && !plus[3]) {
+		*plus = 0;
+		rt = DSMT_VIA_UNDER_RT;
+	}
+	return named_arg(tmp, NAMED(vias)) | rt;
+}
+
 static uint64_t dev1_arg(void)
 {
 	const char *v = kv_get("dev");
@@ -697,6 +774,49 @@ static void cmd(char **tok, int ntok)
 		dsmt_rb_u(&r, tr);
 		kv_done();
 		ev_end(&r, t, c[0] == 'p' ? DSMT_REC_PAUSE : DSMT_REC_RESUME);
+	} else if (!strcmp(c, "drv")) {
+		parse_kv(tok + 1, ntok - 1);
+		struct tstate *t = ev_begin(&r);
+		const char *op = kv_get("op");
+		if (!op)
+			die("drv needs op=");
+		dsmt_rb_u(&r, named_arg(op, NAMED(drv_ops)));
+		dsmt_rb_u(&r, via_arg(DSMT_VIA_CUPTI));
+		dsmt_rb_u(&r, dev1_arg());
+		uint64_t ptr = kv_num("ptr", 0);
+		dsmt_rb_s(&r, (int64_t)(ptr - t->ptr));
+		t->ptr = ptr;
+		dsmt_rb_u(&r, kv_num("size", 0));
+		dsmt_rb_u(&r, kv_num("aux", 0));
+		dsmt_rb_u(&r, kv_num("stack", 0));
+		put_site(&r, t, kv_num("site", 0));
+		kv_done();
+		ev_end(&r, t, DSMT_REC_DRV);
+	} else if (!strcmp(c, "source")) {
+		parse_kv(tok + 1, ntok - 1);
+		uint64_t name = name_arg("name"); /* may emit a STRING first */
+		struct tstate *t = ev_begin(&r);
+		dsmt_rb_u(&r, via_arg(DSMT_VIA_NONE));
+		const char *rs = kv_get("reason");
+		dsmt_rb_u(&r, rs ? named_arg(rs, NAMED(reasons)) : DSMT_SRC_START);
+		dsmt_rb_u(&r, name);
+		kv_done();
+		ev_end(&r, t, DSMT_REC_SOURCE);
+	} else if (!strcmp(c, "sample")) {
+		parse_kv(tok + 1, ntok - 1);
+		write_header();
+		uint64_t next = kv_num("next", next_seq);
+		const char *proc = kv_get("proc");
+		dsmt_rb_reset(&r);
+		dsmt_rb_u(&r, next);
+		dsmt_rb_u(&r, kv_num("ts", next));
+		dsmt_rb_u(&r, dev1_arg());
+		dsmt_rb_u(&r, kv_num("flags", proc ? DSMT_SAMPLE_PROC : 0));
+		dsmt_rb_u(&r, proc ? num(proc) : 0);
+		dsmt_rb_u(&r, kv_num("dev_used", 0));
+		dsmt_rb_u(&r, kv_num("dev_total", 0));
+		kv_done();
+		rec(&frm, DSMT_REC_SAMPLE, &r);
 	} else if (!strcmp(c, "lost")) {
 		parse_kv(tok + 1, ntok - 1);
 		struct tstate *t = ev_begin(&r);
