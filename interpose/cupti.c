@@ -158,9 +158,19 @@ static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buf, 
 		uint8_t op = m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE
 				     ? DSMT_DRV_STATIC_FREE
 				     : DSMT_DRV_STATIC;
-		DSMT_RECORD(dsmt_ev_drv(op, DSMT_VIA_ACTIVITY, (int)m->deviceId, m->address, m->bytes, 0, NULL));
+		DSMT_RECORD(dsmt_ev_drv(op, DSMT_VIA_ACTIVITY, (int)m->deviceId, m->address, m->bytes, m->timestamp,
+					NULL));
 	}
 	free(buf);
+}
+
+/* at exit: the records CUPTI still holds (statics of a short run) */
+static void flush_activity(void)
+{
+	pthread_mutex_lock(&mu);
+	if (statics_on && atomic_load(&dsmt_cupti_live))
+		cu.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	pthread_mutex_unlock(&mu);
 }
 
 /* ---- loading ---- */
@@ -267,6 +277,7 @@ static void setup(void)
 	    cu.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY2) == CUPTI_SUCCESS) {
 		statics_on = 1;
 		cu.cuptiActivityFlushPeriod(dsmt_cfg.flush_ms ? dsmt_cfg.flush_ms : 200);
+		dsmt_before_final_drain = flush_activity;
 	}
 	dsmt_source(DSMT_VIA_CUPTI, DSMT_SRC_START, NULL);
 	atomic_store_explicit(&dsmt_cupti_live, 1, memory_order_release);
@@ -293,6 +304,9 @@ static void yield_to(const void *caller)
 {
 	pthread_mutex_lock(&mu);
 	if (atomic_load(&dsmt_cupti_live)) {
+		/* first what CUPTI still holds (recorded by buf_complete here) */
+		if (statics_on)
+			cu.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 		int saved = dsmt_in_hook;
 		dsmt_in_hook = 1;
 		Dl_info di;
@@ -303,7 +317,6 @@ static void yield_to(const void *caller)
 		atomic_store_explicit(&dsmt_cupti_live, 0, memory_order_release);
 		dsmt_source(fallback, DSMT_SRC_YIELD, who);
 		if (statics_on) {
-			cu.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 			cu.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMORY2);
 			statics_on = 0;
 		}

@@ -276,9 +276,8 @@ CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersio
 static pthread_once_t lazy_once = PTHREAD_ONCE_INIT;
 
 /* Before the real call: takes the call context; records a free-like call
- * now unless CUPTI (ours) will record it at API enter.  Returns 1 when the
- * call was recorded here. */
-static int drv_before(unsigned cbid, const void *params, struct dsmt_cc *saved, const void *site)
+ * now unless CUPTI (ours) will record it at API enter. */
+static void drv_before(unsigned cbid, const void *params, struct dsmt_cc *saved, const void *site)
 {
 	pthread_once(&lazy_once, dsmt_cupti_lazy_init);
 	*saved = dsmt_cc;
@@ -286,17 +285,18 @@ static int drv_before(unsigned cbid, const void *params, struct dsmt_cc *saved, 
 		dsmt_cc.site = site;
 	dsmt_cc.in_drv = 1;
 	dsmt_cc.done = 0;
-	if (dsmt_drv_at_enter(cbid) == 1 && !atomic_load_explicit(&dsmt_cupti_live, memory_order_acquire)) {
+	if (!dsmt_no_dlsym && dsmt_drv_at_enter(cbid) == 1 &&
+	    !atomic_load_explicit(&dsmt_cupti_live, memory_order_acquire)) {
 		dsmt_drv_record(cbid, params, DSMT_VIA_DLSYM, -2);
 		dsmt_cc.done = 1;
 	}
-	return 0;
 }
 
-/* After it: records what CUPTI did not. */
+/* After it: records what CUPTI did not (unless DSMEMTRACE_NO_DLSYM: then the
+ * exported wrappers only forward, and give CUPTI the call site). */
 static void drv_after(unsigned cbid, const void *params, CUresult r, const struct dsmt_cc *saved)
 {
-	if (!dsmt_cc.done) {
+	if (!dsmt_cc.done && !dsmt_no_dlsym) {
 		int at = dsmt_drv_at_enter(cbid);
 		if (at == 1 || (at == 0 && r == CUDA_SUCCESS))
 			dsmt_drv_record(cbid, params, DSMT_VIA_DLSYM, -2);

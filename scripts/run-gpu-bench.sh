@@ -20,13 +20,24 @@ ninja -C "$B" bench/hook_cost >/dev/null 2>&1 || python3 -c 'import ninja' 2>/de
 py=$(python3 -c 'import sys; print(sys.executable)')
 {
 	echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
-	for depth in ${DSMT_BENCH_DEPTHS:-0 4}; do
+	# configurations: native depth, and driver level as shipped (CUPTI +
+	# entry-point wrappers) or without CUPTI; "plain" runs without the
+	# preload (its "off" median is the untraced step time of a process that
+	# never loaded the library: the cost of merely holding CUPTI shows there)
+	for cfg in ${DSMT_BENCH_CONFIGS:-depth0 depth0-nocupti depth4 plain}; do
 		t=$(mktemp -d)
-		echo "== overhead, DSMEMTRACE_NATIVE_DEPTH=$depth"
-		DSMEMTRACE_NATIVE_DEPTH=$depth DSMEMTRACE_DIR=$t LD_PRELOAD=$lib timeout 240 "$py" bench/overhead.py "$out/overhead-depth$depth.json"
+		depth=${cfg#depth}; depth=${depth%%-*}
+		echo "== overhead, $cfg"
+		case $cfg in
+		plain) timeout 240 "$py" bench/overhead.py "$out/overhead-$cfg.json" ;;
+		*-nocupti) DSMEMTRACE_CUPTI=0 DSMEMTRACE_NATIVE_DEPTH=$depth DSMEMTRACE_DIR=$t LD_PRELOAD=$lib \
+			timeout 240 "$py" bench/overhead.py "$out/overhead-$cfg.json" ;;
+		*) DSMEMTRACE_NATIVE_DEPTH=$depth DSMEMTRACE_DIR=$t LD_PRELOAD=$lib \
+			timeout 240 "$py" bench/overhead.py "$out/overhead-$cfg.json" ;;
+		esac
 		f=$(ls "$t"/dsmemtrace.*.zst 2>/dev/null | head -n 1)
 		if [ -n "$f" ]; then
-			n=$("$dec" --dump "$f" | grep -c ' ALLOC \| FREE ')
+			n=$("$dec" --dump "$f" | grep -c ' ALLOC \| FREE \| DRV ')
 			echo "   trace: $n allocation events, $(stat -c %s "$f") bytes, $(python3 -c "print(round($(stat -c %s "$f")/max($n,1),2))") B/event"
 		fi
 		rm -rf "$t"

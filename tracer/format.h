@@ -174,8 +174,11 @@ enum dsmt_drv_op {
 	DSMT_DRV_POOL_TRIM = 23,    /* cuMemPoolTrimTo: ptr=pool size=minBytesToKeep */
 	DSMT_DRV_CTX_CREATE = 24,   /* context created: ptr=context */
 	DSMT_DRV_CTX_DESTROY = 25,  /* context about to be destroyed: ptr=context */
-	DSMT_DRV_STATIC = 26,       /* module __device__ statics loaded: ptr size */
-	DSMT_DRV_STATIC_FREE = 27,  /* module statics released: ptr size */
+	DSMT_DRV_STATIC = 26,       /* module __device__ statics loaded: ptr size aux=CUPTI's
+	                             * timestamp of the load (CLOCK_REALTIME ns).  Delivered by
+	                             * CUPTI's activity buffers, so recorded (and placed in seq
+	                             * order) up to DSMEMTRACE_FLUSH_MS after the load */
+	DSMT_DRV_STATIC_FREE = 27,  /* module statics released: ptr size aux=timestamp */
 };
 
 /* SOURCE reasons */

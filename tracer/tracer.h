@@ -83,6 +83,10 @@ DSMT_HIDDEN void dsmt_nvml_sample(void (*emit)(int dev, unsigned flags, uint64_t
 					       uint64_t total));
 
 /* writer.c */
+/* Called at exit before the writer's last drain, on the exiting thread,
+ * while CUDA is still up (the writer's atexit handler was registered after
+ * cuInit): CUPTI delivers the activity records it still holds. */
+DSMT_HIDDEN extern void (*dsmt_before_final_drain)(void);
 DSMT_HIDDEN void dsmt_writer_start(void);
 DSMT_HIDDEN void dsmt_writer_wake(void);
 DSMT_HIDDEN void dsmt_writer_stop(void);

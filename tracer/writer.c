@@ -930,10 +930,14 @@ void dsmt_writer_wake(void)
 	}
 }
 
+void (*dsmt_before_final_drain)(void);
+
 void dsmt_writer_stop(void)
 {
 	if (!atomic_load(&writer_running))
 		return;
+	if (dsmt_before_final_drain)
+		dsmt_before_final_drain();
 	atomic_store(&writer_running, 0);
 	atomic_store(&stop_flag, 1);
 	dsmt_writer_wake();

@@ -79,8 +79,8 @@ def compare(loop, dec, expandable):
     if proc is None:
         res["step_count_mismatch"] = True
         return res
-    if dec.get("format") != "dsmemdecode-steps/1":
-        res["notes"].append(f"decoder format is {dec.get('format')!r}, expected 'dsmemdecode-steps/1'")
+    if dec.get("format") != "dsmemdecode-steps/2":
+        res["notes"].append(f"decoder format is {dec.get('format')!r}, expected 'dsmemdecode-steps/2'")
     if proc.get("truncated"):
         res["problems"].append("trace is marked truncated")
     if proc.get("damaged"):

@@ -245,7 +245,7 @@ FIELD = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
 META = re.compile(r'^\d+ META "((?:[^"\\]|\\.)*)"="((?:[^"\\]|\\.)*)"$')
 NAME = re.compile(r' name=\d+ "((?:[^"\\]|\\.)*)"')
 EVENTS = ("ALLOC", "FREE", "OOM", "NVTX_PUSH", "NVTX_POP", "NVTX_START", "NVTX_END", "NVTX_MARK", "LOST",
-          "PAUSE", "RESUME")
+          "PAUSE", "RESUME", "DRV", "SOURCE")
 
 
 class Trace:
