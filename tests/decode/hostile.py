@@ -96,6 +96,28 @@ run([mk("deeppush", base + "push name=train_step\n" * 300 + "pop\n" * 301)], {0}
 run([mk("hugeptr", base + "alloc seq=1 ptr=0xffffffffffffffff size=0xffffffffffffffff\n"
         "free seq=2 ptr=0 size=0\nfree seq=3 ptr=0xffffffffffffffff\n")], {0})
 
+# --- driver-level records with hostile values: unknown ops and vias, huge
+# sizes and devices, reference counts driven past zero, cut payloads ---
+drvbase = "meta host x\nthread 1\nsource seq=0 via=cupti\n"
+run([mk("drv_unknown", drvbase + "drv seq=1 op=200 via=15 ptr=0x10 size=5\n"
+        "drv seq=2 op=0xffffffffffffffff via=0xffffffffffffffff dev=1000 ptr=0x20 size=1\n"
+        "drv seq=3 op=0 ptr=0x30\nsource seq=4 via=77 reason=99 name=12345\n")], {0})
+run(["--dump", "drv_unknown.zst"], {0})
+run(["--format", "json", "drv_unknown.zst"], {0})
+run([mk("drv_refs", drvbase + "drv seq=1 op=create ptr=0x1 size=100 aux=1\n"
+        + "drv op=release ptr=0x1\n" * 5 + "drv op=unmap ptr=0x5\n" * 3
+        + "drv op=map ptr=0x9 size=0xffffffffffffffff aux=0x1\n" * 3
+        + "drv op=create ptr=0x1 size=0xffffffffffffffff aux=1\ndrv op=create ptr=0x1 size=7 aux=99\n"
+        + "drv op=import ptr=0x1\ndrv op=map ptr=0x9 size=5 aux=0x1 dev=host\ndrv op=retain ptr=0x1\n"
+        + "drv op=free ptr=0xffffffffffffffff\ndrv op=alloc dev=host ptr=0x3 size=1\n"
+        + "drv op=alloc_host ptr=0x3 size=0xffffffffffffffff\nalloc api=hostalloc dev=host ptr=0x3 size=9\n"
+        + "free api=freehost ptr=0x3\nfree api=free ptr=0x3\n")], {0}, "unknown VMM handles")
+run([mk("drv_cut", drvbase + "raw 0x13 0a\nraw 0x31 01\nraw 0x07 05 01\nraw 0x13\n"
+        "raw 0x07 ffffffffffffffffffff7f\n")], {2}, "malformed")
+run([mk("drv_samples", drvbase + "".join("sample next=%d ts=%d dev=%d proc=%d\n" % (
+        (7919 * i) % 5000, i, i % 300, i) for i in range(3000)) + "drv seq=1 op=alloc ptr=0x10 size=5\n")], {0})
+run(["--format", "json", "drv_samples.zst"], {0})
+
 # --- usage errors ---
 run([], {1})
 run(["--format", "xml", "x.zst"], {1}, "unknown format")
@@ -109,7 +131,7 @@ if out.count(b'"file"') != 2:
     fails.append("multi-file: expected 2 processes in %r" % out)
 
 # --- every cut point and every flipped byte of a multi-frame trace ---
-for case in ("interleave", "basic", "twodev"):
+for case in ("interleave", "basic", "twodev", "drv_sample", "drv_vmm"):
     subprocess.run([MK, os.path.join(SRC, case + ".txt"), os.path.join(WORK, case + ".zst")], check=True)
     data = open(os.path.join(WORK, case + ".zst"), "rb").read()
     for cut in range(len(data)):
