@@ -124,6 +124,12 @@ struct sample {
 	uint32_t dev1, flags;
 };
 
+struct timed {
+	uint64_t t, ptr, size; /* t: ts units */
+	uint32_t dev1, op;
+	uint64_t n; /* replay order (ties) */
+};
+
 struct srcrec {
 	uint64_t seq, ts, via, reason, name;
 };
@@ -206,6 +212,13 @@ struct ctx {
 	 * and from the start when a replay needs it for an earlier event */
 	int res_seen, track_res;
 
+	/* module statics (STATIC, STATIC_FREE) whose record came after their
+	 * load/unload time (aux: CUPTI's CLOCK_REALTIME timestamp): found by the
+	 * first replay; a second one applies them at that time (sorted by t) */
+	VEC(struct timed) timed;
+	int timed_late, timed_known;
+	uint64_t t0_ns, unit_ns; /* META start_realtime_ns, ts_unit_ns (0: not read yet) */
+
 	/* replay state: everything from `ro` to the end is reset by replay_reset */
 	struct dsmt_reorder ro;
 	struct dsmt_hmap rematch; /* name id -> 1 match, 2 no match */
@@ -267,6 +280,7 @@ struct ctx {
 	uint64_t drv_unk_unmap, drv_unk_unmap_seq, drv_unk_unmap_ptr;
 	uint64_t drv_unk_handle, drv_unk_handle_seq, drv_unk_handle_h;
 	uint64_t drv_nodev, drv_nodev_seq, drv_overflow;
+	size_t timed_next; /* timed[] applied so far */
 };
 
 static void msg(struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -609,8 +623,12 @@ static inline struct dev *getdev(struct ctx *c, unsigned dev1, uint64_t seq)
 	return getdev_slow(c, dev1, seq);
 }
 
+static void timed_due(struct ctx *c, uint64_t seq, uint64_t ts);
+
 static void close_segment(struct ctx *c, uint64_t seq, uint64_t ts)
 {
+	if (c->timed_known && c->timed_next < c->timed.n) /* statics loaded before the boundary */
+		timed_due(c, seq, ts);
 	struct seg *s = VPUSH(c->segs);
 	if (!s || vec_grow((void **)&c->stats.v, &c->stats.cap, c->stats.n + c->maxdev1,
 			   sizeof(*c->stats.v))) {
@@ -1188,6 +1206,58 @@ static void vm_unmap(struct ctx *c, uint64_t seq, uint64_t va)
 		hv_unref(c, idx);
 }
 
+static uint64_t u64_meta(struct ctx *c, const char *key, uint64_t dflt);
+
+/* Module statics: CUPTI delivers them in activity buffers, so their record
+ * (its seq) comes up to a flush after the load; aux is the load time
+ * (CLOCK_REALTIME ns).  One that came late is listed by the first replay
+ * (which applies it where it is), and the replay runs again with the list:
+ * then it is applied at its time (timed_due) and skipped here.  1: skip. */
+#define TIMED_MAX ((size_t)1 << 20)
+static int static_timed(struct ctx *c, const struct dsmt_event *e)
+{
+	if (!e->tot)
+		return 0;
+	if (!c->unit_ns) {
+		c->t0_ns = u64_meta(c, "start_realtime_ns", 0);
+		c->unit_ns = u64_meta(c, "ts_unit_ns", DSMT_TS_UNIT_NS);
+		if (!c->unit_ns)
+			c->unit_ns = DSMT_TS_UNIT_NS;
+	}
+	uint64_t t = e->tot > c->t0_ns ? (e->tot - c->t0_ns) / c->unit_ns : 0;
+	if (t >= e->ts)
+		return 0;
+	if (c->timed_known) /* listed (the same test as when it was listed) */
+		return c->timed.n <= TIMED_MAX;
+	if (c->timed.n >= TIMED_MAX) {
+		c->timed_late = 1;
+		c->timed.n = TIMED_MAX + 1; /* too many: not placed (all of them, consistently) */
+		return 0;
+	}
+	struct timed *x = VPUSH(c->timed);
+	if (!x) {
+		c->nomem = 1;
+		return 0;
+	}
+	*x = (struct timed){t, e->ptr, e->size, e->dev1, (uint32_t)(e->api & 0x7f), c->timed.n};
+	c->timed_late = 1;
+	return 0;
+}
+
+/* Apply the listed statics whose time is <= ts (second replay). */
+static void timed_due(struct ctx *c, uint64_t seq, uint64_t ts)
+{
+	while (c->timed_next < c->timed.n && c->timed.v[c->timed_next].t <= ts) {
+		const struct timed *x = &c->timed.v[c->timed_next++];
+		if (x->op == DSMT_DRV_STATIC)
+			dm_put(c, seq, x->t, x->ptr, x->size, x->dev1, OR_DRV, LV_DEV, CAT_STATICS, 0);
+		else if (!dm_free(c, x->ptr) && !c->drv_unk_free++) {
+			c->drv_unk_free_seq = seq;
+			c->drv_unk_free_ptr = x->ptr;
+		}
+	}
+}
+
 static void replay_drv(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
 {
 	unsigned op = e->api & 0x7f, via = e->flags;
@@ -1207,6 +1277,8 @@ static void replay_drv(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
 		dm_put(c, seq, e->ts, e->ptr, e->size, e->dev1, OR_DRV, LV_DEV, CAT_MANAGED, 0);
 		break;
 	case DSMT_DRV_STATIC:
+		if (static_timed(c, e))
+			break;
 		dm_put(c, seq, e->ts, e->ptr, e->size, e->dev1, OR_DRV, LV_DEV, CAT_STATICS, 0);
 		break;
 	case DSMT_DRV_ALLOC_HOST:
@@ -1216,12 +1288,15 @@ static void replay_drv(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
 	case DSMT_DRV_IPC_OPEN:
 		dm_put(c, seq, e->ts, e->ptr, e->size, e->dev1, OR_DRV, LV_IMP, CAT_OTHER, 0);
 		break;
+	case DSMT_DRV_STATIC_FREE:
+		if (static_timed(c, e))
+			break;
+		/* fall through */
 	case DSMT_DRV_FREE:
 	case DSMT_DRV_FREE_ASYNC:
 	case DSMT_DRV_FREE_HOST:
 	case DSMT_DRV_HOST_UNREGISTER:
 	case DSMT_DRV_IPC_CLOSE:
-	case DSMT_DRV_STATIC_FREE:
 		if (dm_free(c, e->ptr) || e->ptr == 0)
 			break;
 		/* the runtime free of this very call took it (its allocation was
@@ -1465,6 +1540,8 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 {
 	if (seq >= c->sample_due) /* before the driver level moves on */
 		samples_due(c, seq);
+	if (c->timed_next < c->timed.n && c->timed_known)
+		timed_due(c, seq, e->ts);
 	switch (e->type) {
 	case DSMT_REC_ALLOC:
 		replay_rt_alloc(c, seq, e);
@@ -2506,9 +2583,18 @@ static int replay_stale(struct ctx *c)
 	return 0;
 }
 
+static int cmp_timed(const void *a, const void *b)
+{
+	const struct timed *x = a, *y = b;
+	if (x->t != y->t)
+		return x->t < y->t ? -1 : 1;
+	return x->n < y->n ? -1 : x->n > y->n;
+}
+
 static void ctx_free(struct ctx *c)
 {
 	replay_reset(c);
+	free(c->timed.v);
 	dsmt_reorder_free(&c->ro);
 	dsmt_reader_close(&c->rd);
 	dsmt_hmap_free(&c->strmap);
@@ -2903,10 +2989,16 @@ int dsmt_decode_file(const char *path, const struct dsmt_opts *o, struct dsmt_pr
 	c->collect_defs = 0;
 	dsmt_reorder_flush(&c->ro, emit, c);
 	int need_res = c->need_res;
-	if (!c->nomem && (need_res || replay_stale(c))) {
+	int stale = !c->nomem && replay_stale(c);
+	if (!c->nomem && (need_res || stale || c->timed_late)) {
 		if (o->verbose)
 			msg(c, need_res ? "tot_reserved needed after a pause for events decoded before it; replaying again"
-					: "definitions arrived after their use; replaying again");
+			       : stale	? "definitions arrived after their use; replaying again"
+					: "module statics recorded after their load time; replaying with them at that time");
+		if (c->timed.n > TIMED_MAX)
+			c->timed.n = 0; /* too many to place: where they are recorded */
+		qsort(c->timed.v, c->timed.n, sizeof(*c->timed.v), cmp_timed);
+		c->timed_known = 1;
 		replay_reset(c);
 		c->track_res = need_res || c->res_seen;
 		run_pass(c, PASS_REPLAY);
