@@ -1060,7 +1060,7 @@ static void rt_level_alloc(struct ctx *c, uint64_t seq, const struct dsmt_event 
 	case DSMT_API_CUDA_MALLOC:
 	case DSMT_API_CUDA_MALLOC_ASYNC: {
 		level = LV_DEV;
-		if (e->api == DSMT_API_CUDA_MALLOC && site_is_torch(c, e->x)) {
+		if (site_is_torch(c, e->x)) {
 			cat = CAT_TORCH; /* a torch segment: reserved counts it (c->rt) */
 			break;
 		}
@@ -1490,7 +1490,13 @@ static inline __attribute__((always_inline)) void replay(struct ctx *c, uint64_t
 /* A runtime ALLOC: torch segments (reserved) */
 static void replay_rt_alloc(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
 {
-	int torch = e->api == DSMT_API_CUDA_MALLOC && site_is_torch_now(c, e->x);
+	/* torch's segments: cudaMalloc from libc10_cuda; with
+	 * backend:cudaMallocAsync every tensor is a cudaMallocAsync from there
+	 * and that allocator reports nothing to c10's profiler hook, so those
+	 * count as allocated too (bit 17) */
+	int torch = (e->api == DSMT_API_CUDA_MALLOC || e->api == DSMT_API_CUDA_MALLOC_ASYNC) &&
+		    site_is_torch_now(c, e->x);
+	int tensor = torch && e->api == DSMT_API_CUDA_MALLOC_ASYNC;
 	int created;
 	struct dsmt_hent *h = dsmt_hmap_put(&c->rt, e->ptr, &created);
 	if (!h) {
@@ -1499,21 +1505,30 @@ static void replay_rt_alloc(struct ctx *c, uint64_t seq, const struct dsmt_event
 	}
 	if (!created && (h->aux >> 16) & 1) { /* replaced a live torch segment */
 		struct dev *od = c->dev[h->aux & 0xff];
-		if (od)
+		if (od) {
 			od->res -= h->v;
+			if ((h->aux >> 17) & 1)
+				od->alloc -= h->v;
+		}
 	}
 	h->v = e->size;
-	h->aux = e->dev1 | (uint32_t)e->api << 8 | (uint32_t)torch << 16;
+	h->aux = e->dev1 | (uint32_t)e->api << 8 | (uint32_t)torch << 16 | (uint32_t)tensor << 17;
 	if (torch) {
 		struct dev *d = getdev(c, e->dev1, seq);
 		if (!d) {
-			h->aux &= ~(1u << 16);
+			h->aux &= ~(3u << 16);
 			return;
 		}
 		d->used = 1;
 		d->res += e->size;
 		if (d->res > d->pk_res)
 			d->pk_res = d->res;
+		if (tensor) {
+			d->alloc += e->size;
+			d->allocs++;
+			if (d->alloc > d->pk_alloc)
+				d->pk_alloc = d->alloc;
+		}
 	}
 }
 
@@ -1523,8 +1538,13 @@ static void replay_rt_free(struct ctx *c, uint64_t seq, const struct dsmt_event 
 	if (dsmt_hmap_del(&c->rt, e->ptr, &old)) {
 		if ((old.aux >> 16) & 1) {
 			struct dev *d = c->dev[old.aux & 0xff];
-			if (d)
+			if (d) {
 				d->res -= old.v;
+				if ((old.aux >> 17) & 1) {
+					d->alloc -= old.v;
+					d->frees++;
+				}
+			}
 		}
 	} else if (e->ptr != 0 && c->postpause) {
 		c->pause_rt_unk_free++; /* perhaps allocated while paused */
