@@ -8,11 +8,10 @@ dsmemdecode's per-step numbers (dsmemdecode --format json) for device 0.
 Compared byte for byte, every step:
     peak_allocated == max_allocated      end_allocated == allocated
     peak_reserved  == max_reserved       end_reserved  == reserved
-The reserved pair only where segments come from cudaMalloc.  With
-expandable segments PyTorch maps memory with cuMemCreate/cuMemMap, which
-this level of tracing does not see (a driver-level feature records it);
-those fields are reported as "not comparable at this level" (the trace is
-expected to show 0 there, which is noted, not judged).
+The reserved pair too with expandable segments (PyTorch maps memory with
+cuMemCreate/cuMemMap) when the trace carries the driver level; traces
+without it (older ones) report those fields as "not comparable at this
+level".
 
 Prints a per-step table and one summary line; exits 0 when every compared
 field agrees and the step counts match, 1 otherwise, 2 on unreadable input.
@@ -79,6 +78,13 @@ def compare(loop, dec, expandable):
     if proc is None:
         res["step_count_mismatch"] = True
         return res
+    # a trace with the driver level records torch's cuMemCreate/cuMemMap:
+    # reserved is comparable with expandable segments too
+    if expandable and proc is not None and proc.get("driver") is not None:
+        expandable = False
+        res["expandable"] = True
+        res["reserved_compared"] = True
+        res["notes"].append("expandable segments: reserved from the driver level (cuMemCreate/cuMemMap)")
     if dec.get("format") != "dsmemdecode-steps/2":
         res["notes"].append(f"decoder format is {dec.get('format')!r}, expected 'dsmemdecode-steps/2'")
     if proc.get("truncated"):
@@ -176,7 +182,7 @@ def fmt_cell(f):
 
 def render(res, name):
     lines = [f"== {name}: trace (dsmemdecode) vs torch, device 0"
-             + (" [expandable segments: reserved not comparable at this level]" if res["expandable"] else "")]
+             + (" [expandable segments: reserved not comparable at this level]" if res["expandable"] and not res["reserved_compared"] else "")]
     hdr = ("step", "peak_allocated", "end_allocated", "peak_reserved", "end_reserved", "allocs", "frees", "")
     rows = [hdr]
     for r in res["rows"]:
