@@ -44,6 +44,10 @@
  *   other ALLOC/FREE write 0 for both and leave the state alone.
  * The noisy fields dseq and dts come last in each event, so the repeated
  * part of consecutive steps stays one long match for zstd.
+ *
+ * Python frames (1.2): ALLOC, FREE, OOM, DRV, NVTX_PUSH, NVTX_START and
+ * NVTX_MARK may carry one more field after dts: pystack, the PYSTACK id of
+ * the Python frames of the calling thread at the event (absent or 0: none).
  */
 #ifndef DSMT_FORMAT_H
 #define DSMT_FORMAT_H
@@ -54,8 +58,9 @@
 #define DSMT_MAGIC "DSMTRACE"
 #define DSMT_MAGIC_LEN 8
 #define DSMT_FORMAT_MAJOR 1 /* bumped only for incompatible changes */
-#define DSMT_FORMAT_MINOR 1 /* bumped when records or trailing fields are added
-                             * 1.1 (2026-11-30): DRV, SOURCE and SAMPLE records */
+#define DSMT_FORMAT_MINOR 2 /* bumped when records or trailing fields are added
+                             * 1.1 (2026-11-30): DRV, SOURCE and SAMPLE records
+                             * 1.2 (2026-11-30): PYCODE, PYSTACK; trailing pystack field */
 /* Format 1 was redefined once before any release (2026-11-30: field order,
  * site/totals deltas, frame history); traces of the earlier layout exist only
  * in this repository's history. */
@@ -75,6 +80,13 @@ enum dsmt_rec {
 	DSMT_REC_FLUSH = 0x06,  /* ts (absolute, ts units), next_seq: the writer started
 	                         * draining at ts; every event committed before ts is in
 	                         * this frame or an earlier one (next_seq = seqs claimed then) */
+	DSMT_REC_PYCODE = 0x08, /* id, str file, str qualname, firstlineno, str linetable (the
+	                         * code object's co_linetable bytes, CPython 3.11+ location
+	                         * table), pyver (major*100+minor, e.g. 312).  id 0 = none */
+	DSMT_REC_PYSTACK = 0x09, /* id, n, then n x (code_id, instr): Python frames, innermost
+	                          * first; instr = the frame's last instruction as an index of
+	                          * 16-bit code units into co_code (lines: decoder, from
+	                          * co_linetable).  id 0 = none */
 	DSMT_REC_SAMPLE = 0x07, /* next_seq ts (absolute) dev1 flags proc_used dev_used dev_total:
 	                         * NVML's view of one device, read by the writer thread when
 	                         * next_seq seqs had been claimed (replay it before event
