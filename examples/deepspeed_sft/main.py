@@ -91,7 +91,7 @@ def main():
     a = parse()
     import torch
     import deepspeed
-    from transformers import OPTConfig, OPTForCausalLM
+    from transformers import AutoModelForCausalLM, OPTConfig
 
     deepspeed.init_distributed()
     rank = int(os.environ.get("RANK", "0"))
@@ -104,11 +104,15 @@ def main():
         sys.exit(f"unknown model {a.model}: one of {', '.join(OPT)}")
     cfg = OPTConfig(vocab_size=50272, max_position_embeddings=2048, **OPT[key])
     conf = ds_config(a, world)
+    dschf = None
     if a.zero_stage == 3:
-        with deepspeed.zero.Init(config_dict_or_path=conf):
-            model = OPTForCausalLM(cfg)
-    else:
-        model = OPTForCausalLM(cfg)
+        # as DeepSpeed-Chat's create_hf_model: tell transformers about ZeRO-3
+        # so it builds the model inside zero.Init and gathers partitioned
+        # parameters for its weight initialisation (a bare zero.Init breaks
+        # transformers 5's _init_weights on empty partitions)
+        from transformers.integrations import HfDeepSpeedConfig
+        dschf = HfDeepSpeedConfig(conf)  # noqa: F841 (must stay alive)
+    model = AutoModelForCausalLM.from_config(cfg)
     if a.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     opt = torch.optim.AdamW(model.parameters(), lr=a.learning_rate, betas=(0.9, 0.95))
