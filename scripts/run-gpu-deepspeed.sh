@@ -18,7 +18,9 @@ out=${OUT:-$root/ds-out}
 res=$out/ds
 mkdir -p "$res"
 py=$(python3 -c 'import sys; print(sys.executable)')
-for cfg in ${DSMT_DS_CONFIGS:-"2 opt-125m 4 256" "3 opt-125m 4 256"}; do
+# DSMT_DS_CONFIGS: "stage model micro_batch seq" entries separated by ';'
+IFS=';' read -r -a cfgs <<<"${DSMT_DS_CONFIGS:-2 opt-125m 4 256;3 opt-125m 4 256}"
+for cfg in "${cfgs[@]}"; do
 	set -- $cfg
 	name=z$1-$2-mb$3-seq$4
 	d=$res/$name
