@@ -187,7 +187,7 @@ def make_mlp(torch, dev, width=2048, layers=4):
     return nn.Sequential(*mods).to(dev)
 
 
-def make_transformer(torch, dev, d=512, heads=8, layers=4, seq=512, classes=1024):
+def make_transformer(torch, dev, d=512, heads=8, layers=4, seq=512, classes=1024, checkpoint=True):
     import torch.utils.checkpoint as ckpt
 
     nn = torch.nn
@@ -225,7 +225,7 @@ def make_transformer(torch, dev, d=512, heads=8, layers=4, seq=512, classes=1024
 
         def forward(self, x):
             for blk in self.blocks:
-                x = ckpt.checkpoint(blk, x, use_reentrant=False)
+                x = ckpt.checkpoint(blk, x, use_reentrant=False) if checkpoint else blk(x)
             return self.head(self.ln(x))
 
     return Model().to(dev)
