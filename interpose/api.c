@@ -14,7 +14,8 @@ DSMT_EXPORT void dsmemtrace_resume(void);
 DSMT_EXPORT void dsmemtrace_mark(const char *name)
 {
 	if (name)
-		DSMT_RECORD(dsmt_ev_nvtx(DSMT_REC_NVTX_MARK, 0, dsmt_intern(name, strnlen(name, 1000)), 0));
+		DSMT_RECORD(dsmt_ev_nvtx_py(DSMT_REC_NVTX_MARK, 0, dsmt_intern(name, strnlen(name, 1000)), 0,
+					    DSMT_PY_GIL));
 }
 
 DSMT_EXPORT void dsmemtrace_mark_step(void) { dsmemtrace_mark("dsmemtrace:step"); }

@@ -28,13 +28,13 @@ static int cur_device(void)
 
 static void rec_alloc(uint8_t api, int dev, const void *p, size_t n, uint64_t stream, const void *site)
 {
-	DSMT_RECORD(dsmt_ev_mem(DSMT_REC_ALLOC, api, dev, (uintptr_t)p, n, stream, site, NULL));
+	DSMT_RECORD(dsmt_ev_mem_py(DSMT_REC_ALLOC, api, dev, (uintptr_t)p, n, stream, site, NULL, DSMT_PY_NOGIL));
 }
 
 static void rec_free(uint8_t api, const void *p, uint64_t stream, const void *site)
 {
 	if (p)
-		DSMT_RECORD(dsmt_ev_mem(DSMT_REC_FREE, api, -1, (uintptr_t)p, 0, stream, site, NULL));
+		DSMT_RECORD(dsmt_ev_mem_py(DSMT_REC_FREE, api, -1, (uintptr_t)p, 0, stream, site, NULL, DSMT_PY_NOGIL));
 }
 
 DSMT_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)

@@ -246,6 +246,6 @@ int dsmt_drv_record(unsigned cbid, const void *params, uint8_t via, int dev)
 	if (dsmt_cc.rt)
 		via |= DSMT_VIA_UNDER_RT;
 	int did = 0;
-	DSMT_RECORD((dsmt_ev_drv(op, via, dev, ptr, size, aux, dsmt_cc.site), did = 1));
+	DSMT_RECORD((dsmt_ev_drv_py(op, via, dev, ptr, size, aux, dsmt_cc.site, DSMT_PY_NOGIL), did = 1));
 	return did;
 }

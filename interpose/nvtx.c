@@ -61,7 +61,15 @@ static uint32_t attr_name(const nvtxEventAttributes_t *a)
 /* Each handler guards against re-entry like the allocation hooks. */
 #define GUARDED(expr) DSMT_RECORD(expr)
 
-static void ev(uint8_t rec, uint32_t dom, uint32_t name, uint64_t id) { dsmt_ev_nvtx(rec, dom, name, id); }
+/* Push, start and mark carry the Python frames of the caller; from
+ * torch.cuda.nvtx the GIL is held here, so the first such event also checks
+ * the frame layout against the public API (pyframes.c). */
+static void ev(uint8_t rec, uint32_t dom, uint32_t name, uint64_t id)
+{
+	int py = rec == DSMT_REC_NVTX_PUSH || rec == DSMT_REC_NVTX_START || rec == DSMT_REC_NVTX_MARK ? DSMT_PY_GIL
+													: DSMT_PY_NONE;
+	dsmt_ev_nvtx_py(rec, dom, name, id, py);
+}
 
 /* ---- CORE ---- */
 static void h_MarkEx(const nvtxEventAttributes_t *a) { GUARDED(ev(DSMT_REC_NVTX_MARK, 0, attr_name(a), 0)); }

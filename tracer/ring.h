@@ -20,6 +20,8 @@ enum dsmt_rkind {
 	DSMT_R_EVENT = 2,  /* struct dsmt_ev */
 	DSMT_R_STRING = 3, /* u32 id, bytes */
 	DSMT_R_STACK = 4,  /* u32 id, u32 n, u64 ip[n] */
+	DSMT_R_PYCODE = 5, /* u32 id, firstlineno, pyver, file_len, qual_len, lt_len, then the bytes */
+	DSMT_R_PYSTACK = 6, /* u32 id, u32 n, n x (u32 code_id, u32 instr) */
 };
 
 struct dsmt_rhdr {
@@ -37,6 +39,7 @@ struct dsmt_ev {
 	uint64_t a, b; /* tot_alloc/tot_reserved, or domain/name for NVTX */
 	uint64_t c;    /* NVTX range id, LOST count */
 	uint8_t has_tot;
+	uint32_t pystack; /* PYSTACK id, 0 = none (fits the tail padding: 88 bytes either way) */
 };
 
 enum { DSMT_RING_FREE = 0, DSMT_RING_LIVE = 1, DSMT_RING_RETIRED = 2 };
@@ -64,6 +67,8 @@ struct dsmt_ring {
 	uint32_t str_id[256];
 	uint64_t stk_hash[1024];
 	uint32_t stk_id[1024];
+	uint64_t pys_hash[512]; /* Python stacks (interpose/pyframes.c) */
+	uint32_t pys_id[512];
 	/* consumer-side */
 	uint32_t tid;
 };

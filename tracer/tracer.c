@@ -22,7 +22,8 @@ static __thread struct dsmt_ring *self_ring DSMT_TLS;
 
 struct dsmt_ring *_Atomic dsmt_rings;
 _Atomic uint64_t dsmt_seq;
-static _Atomic uint32_t next_string_id = 1, next_stack_id = 1;
+static _Atomic uint32_t next_string_id = 1, next_stack_id = 1, next_pystack_id = 1;
+uint32_t (*dsmt_py_hook)(int py);
 static pthread_key_t ring_key;
 static pthread_once_t ring_key_once = PTHREAD_ONCE_INIT;
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
@@ -209,6 +210,7 @@ static struct dsmt_ring *ring_get(void)
 	} else {
 		memset(r->str_hash, 0, sizeof r->str_hash);
 		memset(r->stk_hash, 0, sizeof r->stk_hash);
+		memset(r->pys_hash, 0, sizeof r->pys_hash);
 		r->lost = 0;
 	}
 	self_ring = r;
@@ -350,6 +352,56 @@ static uint32_t stack_id(struct dsmt_ring *r)
 	return id;
 }
 
+/* ---- Python frames: definitions for interpose/pyframes.c ---- */
+
+uint32_t dsmt_pystack_cached(uint64_t h)
+{
+	struct dsmt_ring *r = ring_get();
+	unsigned slot = (unsigned)(h & 511);
+	return r && r->pys_hash[slot] == h ? r->pys_id[slot] : 0;
+}
+
+uint32_t dsmt_pystack_define(uint64_t h, const uint32_t *pairs, unsigned n)
+{
+	struct dsmt_ring *r = ring_get();
+	uint64_t nh;
+	uint8_t *p = r ? ring_reserve(r, DSMT_R_PYSTACK, 8 + 8 * n, &nh) : NULL;
+	if (!p)
+		return 0;
+	uint32_t id = atomic_fetch_add_explicit(&next_pystack_id, 1, memory_order_relaxed);
+	memcpy(p, &id, 4);
+	memcpy(p + 4, &n, 4);
+	memcpy(p + 8, pairs, 8 * (size_t)n);
+	ring_commit(r, nh);
+	unsigned slot = (unsigned)(h & 511);
+	r->pys_hash[slot] = h;
+	r->pys_id[slot] = id;
+	return id;
+}
+
+int dsmt_pycode_define(uint32_t id, const char *file, uint32_t file_len, const char *qual, uint32_t qual_len,
+		       uint32_t firstlineno, const uint8_t *lt, uint32_t lt_len, uint32_t pyver)
+{
+	struct dsmt_ring *r = ring_get();
+	uint64_t nh;
+	uint8_t *p = r ? ring_reserve(r, DSMT_R_PYCODE, 24 + file_len + qual_len + lt_len, &nh) : NULL;
+	if (!p)
+		return -1;
+	uint32_t h[6] = {id, firstlineno, pyver, file_len, qual_len, lt_len};
+	memcpy(p, h, sizeof h);
+	memcpy(p + 24, file, file_len);
+	memcpy(p + 24 + file_len, qual, qual_len);
+	memcpy(p + 24 + file_len + qual_len, lt, lt_len);
+	ring_commit(r, nh);
+	return 0;
+}
+
+static inline uint32_t py_frames(int py)
+{
+	uint32_t (*f)(int) = dsmt_py_hook;
+	return py && f ? f(py) : 0;
+}
+
 static _Atomic int paused_before_start;
 static void emit_pause_records(uint8_t rec);
 
@@ -410,8 +462,8 @@ _Atomic int dsmt_paused;
 
 #define OFF() (dsmt_cfg.disabled || atomic_load_explicit(&dsmt_paused, memory_order_relaxed))
 
-void dsmt_ev_mem(uint8_t rec, uint8_t api, int dev, uint64_t ptr, uint64_t size, uint64_t stream,
-		 const void *site, const uint64_t *tot)
+void dsmt_ev_mem_py(uint8_t rec, uint8_t api, int dev, uint64_t ptr, uint64_t size, uint64_t stream,
+		    const void *site, const uint64_t *tot, int py)
 {
 	if (OFF())
 		return;
@@ -423,6 +475,7 @@ void dsmt_ev_mem(uint8_t rec, uint8_t api, int dev, uint64_t ptr, uint64_t size,
 	uint32_t stk = dsmt_cfg.native_depth > 0 && atomic_load_explicit(&dsmt_unwind_ready, memory_order_acquire)
 			       ? stack_id(r)
 			       : 0;
+	uint32_t pys = py_frames(py);
 	uint64_t nh;
 	struct dsmt_ev *e = ev_begin(r, &nh);
 	if (!e)
@@ -439,11 +492,12 @@ void dsmt_ev_mem(uint8_t rec, uint8_t api, int dev, uint64_t ptr, uint64_t size,
 	e->a = tot ? tot[0] : 0;
 	e->b = tot ? tot[1] : 0;
 	e->c = 0;
+	e->pystack = pys;
 	ev_end(r, nh, t0);
 }
 
-void dsmt_ev_drv(uint8_t op, uint8_t via, int dev, uint64_t ptr, uint64_t size, uint64_t aux,
-		 const void *site)
+void dsmt_ev_drv_py(uint8_t op, uint8_t via, int dev, uint64_t ptr, uint64_t size, uint64_t aux,
+		    const void *site, int py)
 {
 	if (OFF())
 		return;
@@ -455,6 +509,7 @@ void dsmt_ev_drv(uint8_t op, uint8_t via, int dev, uint64_t ptr, uint64_t size, 
 	uint32_t stk = dsmt_cfg.native_depth > 0 && atomic_load_explicit(&dsmt_unwind_ready, memory_order_acquire)
 			       ? stack_id(r)
 			       : 0;
+	uint32_t pys = py_frames(py);
 	uint64_t nh;
 	struct dsmt_ev *e = ev_begin(r, &nh);
 	if (!e)
@@ -471,6 +526,7 @@ void dsmt_ev_drv(uint8_t op, uint8_t via, int dev, uint64_t ptr, uint64_t size, 
 	e->a = via;
 	e->b = 0;
 	e->c = 0;
+	e->pystack = pys;
 	ev_end(r, nh, t0);
 }
 
@@ -493,13 +549,13 @@ void dsmt_ev_source(uint8_t via, uint8_t reason, uint32_t name)
 	ev_end(r, nh, 0);
 }
 
-void dsmt_ev_oom(int dev, uint64_t size, uint64_t tot_alloc, uint64_t tot_reserved, const void *site)
+void dsmt_ev_oom_py(int dev, uint64_t size, uint64_t tot_alloc, uint64_t tot_reserved, const void *site, int py)
 {
 	uint64_t tot[2] = {tot_alloc, tot_reserved};
-	dsmt_ev_mem(DSMT_REC_OOM, 0, dev, 0, size, 0, site, tot);
+	dsmt_ev_mem_py(DSMT_REC_OOM, 0, dev, 0, size, 0, site, tot, py);
 }
 
-void dsmt_ev_nvtx(uint8_t rec, uint32_t domain, uint32_t name, uint64_t range_id)
+void dsmt_ev_nvtx_py(uint8_t rec, uint32_t domain, uint32_t name, uint64_t range_id, int py)
 {
 	if (OFF())
 		return;
@@ -508,11 +564,12 @@ void dsmt_ev_nvtx(uint8_t rec, uint32_t domain, uint32_t name, uint64_t range_id
 	struct dsmt_ring *r = ring_get();
 	if (!r)
 		return;
+	uint32_t pys = py_frames(py);
 	uint64_t t0 = 0, nh;
 	struct dsmt_ev *e = ev_begin(r, &nh);
 	if (!e)
 		return;
-	*e = (struct dsmt_ev){.seq = e->seq, .ts = e->ts, .rec = rec, .dev = -1};
+	*e = (struct dsmt_ev){.seq = e->seq, .ts = e->ts, .rec = rec, .dev = -1, .pystack = pys};
 	e->a = domain;
 	e->b = name;
 	e->c = range_id;

@@ -43,21 +43,61 @@ DSMT_HIDDEN void dsmt_config_init(void);
 DSMT_HIDDEN uint64_t dsmt_now_ns(void);
 DSMT_HIDDEN void dsmt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Python frames (format 1.2 trailing pystack field).  The *_py event
+ * functions take `py`: 0 none, DSMT_PY_NOGIL (the hook never holds the GIL:
+ * allocator, driver, runtime), DSMT_PY_GIL (it may: NVTX handlers, where the
+ * frame layout can be checked).  With py != 0 the event calls dsmt_py_hook
+ * (set by interpose/pyframes.c; NULL when it is not linked in) after the
+ * selftime clock started and before the event is stamped; it returns the
+ * PYSTACK id of the calling thread's Python frames, 0 for none. */
+enum { DSMT_PY_NONE = 0, DSMT_PY_NOGIL = 1, DSMT_PY_GIL = 2 };
+DSMT_HIDDEN extern uint32_t (*dsmt_py_hook)(int py);
+/* For dsmt_py_hook, on the hooked thread: the PYSTACK id this thread cached
+ * under hash h (0: none); define writes a PYSTACK record of n (code_id,
+ * instr) pairs into the thread's ring, caches it under h and returns its id
+ * (0: no room).  dsmt_pycode_define writes a PYCODE record (id chosen by the
+ * caller); 0 on success. */
+DSMT_HIDDEN uint32_t dsmt_pystack_cached(uint64_t h);
+DSMT_HIDDEN uint32_t dsmt_pystack_define(uint64_t h, const uint32_t *pairs, unsigned n);
+DSMT_HIDDEN int dsmt_pycode_define(uint32_t id, const char *file, uint32_t file_len, const char *qual,
+				   uint32_t qual_len, uint32_t firstlineno, const uint8_t *lt, uint32_t lt_len,
+				   uint32_t pyver);
+
 /* Events.  `site` is the return address of the hooked function (its caller).
  * tot: NULL or {total_allocated, total_reserved} as the allocator reports. */
-DSMT_HIDDEN void dsmt_ev_mem(uint8_t rec, uint8_t api, int dev, uint64_t ptr, uint64_t size,
-			     uint64_t stream, const void *site, const uint64_t *tot);
-DSMT_HIDDEN void dsmt_ev_oom(int dev, uint64_t size, uint64_t tot_alloc, uint64_t tot_reserved,
-			     const void *site);
+DSMT_HIDDEN void dsmt_ev_mem_py(uint8_t rec, uint8_t api, int dev, uint64_t ptr, uint64_t size,
+				uint64_t stream, const void *site, const uint64_t *tot, int py);
+DSMT_HIDDEN void dsmt_ev_oom_py(int dev, uint64_t size, uint64_t tot_alloc, uint64_t tot_reserved,
+				const void *site, int py);
 /* Driver level (format.h DSMT_REC_DRV): op is enum dsmt_drv_op, via DSMT_VIA_*
  * (| DSMT_VIA_UNDER_RT).  A hand-over of driver-level recording to `via`
  * (0: none) for `reason` (enum dsmt_src_reason); name: string id or 0.
  * SOURCE is recorded even while paused (a hand-over is state, not an event). */
-DSMT_HIDDEN void dsmt_ev_drv(uint8_t op, uint8_t via, int dev, uint64_t ptr, uint64_t size, uint64_t aux,
-			     const void *site);
+DSMT_HIDDEN void dsmt_ev_drv_py(uint8_t op, uint8_t via, int dev, uint64_t ptr, uint64_t size, uint64_t aux,
+				const void *site, int py);
 DSMT_HIDDEN void dsmt_ev_source(uint8_t via, uint8_t reason, uint32_t name);
 /* NVTX: rec is DSMT_REC_NVTX_*; domain/name are string ids (0 = none). */
-DSMT_HIDDEN void dsmt_ev_nvtx(uint8_t rec, uint32_t domain, uint32_t name, uint64_t range_id);
+DSMT_HIDDEN void dsmt_ev_nvtx_py(uint8_t rec, uint32_t domain, uint32_t name, uint64_t range_id, int py);
+
+/* the same without Python frames */
+static inline void dsmt_ev_mem(uint8_t rec, uint8_t api, int dev, uint64_t ptr, uint64_t size, uint64_t stream,
+			       const void *site, const uint64_t *tot)
+{
+	dsmt_ev_mem_py(rec, api, dev, ptr, size, stream, site, tot, DSMT_PY_NONE);
+}
+static inline void dsmt_ev_oom(int dev, uint64_t size, uint64_t tot_alloc, uint64_t tot_reserved, const void *site)
+{
+	dsmt_ev_oom_py(dev, size, tot_alloc, tot_reserved, site, DSMT_PY_NONE);
+}
+static inline void dsmt_ev_drv(uint8_t op, uint8_t via, int dev, uint64_t ptr, uint64_t size, uint64_t aux,
+			       const void *site)
+{
+	dsmt_ev_drv_py(op, via, dev, ptr, size, aux, site, DSMT_PY_NONE);
+}
+static inline void dsmt_ev_nvtx(uint8_t rec, uint32_t domain, uint32_t name, uint64_t range_id)
+{
+	dsmt_ev_nvtx_py(rec, domain, name, range_id, DSMT_PY_NONE);
+}
 
 /* Pause/resume (process-wide).  While paused, hooks only forward. */
 DSMT_HIDDEN extern _Atomic int dsmt_paused;

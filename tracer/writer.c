@@ -240,7 +240,64 @@ static void encode_event(const struct dsmt_ev *e)
 	dsmt_rb_u(&rb, ts >= t->ts ? ts - t->ts : 0);
 	t->seq = e->seq;
 	t->ts = ts > t->ts ? ts : t->ts;
+	/* format 1.2: pystack after dts, only when there is one (ALLOC FREE OOM
+	 * DRV NVTX_PUSH NVTX_START NVTX_MARK; no other event gets one) */
+	if (e->pystack)
+		dsmt_rb_u(&rb, e->pystack);
 	emit(e->rec, &rb);
+}
+
+/* PYSTACK: id n (code_id instr)*n.  Up to DSMT_PY_MAX_DEPTH (128) frames:
+ * 2 x 5 bytes each fit the record buffer. */
+static void encode_pystack(const uint8_t *p)
+{
+	uint32_t id, n, v;
+	memcpy(&id, p, 4);
+	memcpy(&n, p + 4, 4);
+	struct dsmt_recbuf rb;
+	dsmt_rb_reset(&rb);
+	dsmt_rb_u(&rb, id);
+	if (n > 128)
+		n = 128;
+	dsmt_rb_u(&rb, n);
+	for (uint32_t i = 0; i < 2 * n; i++) {
+		memcpy(&v, p + 8 + 4 * (size_t)i, 4);
+		dsmt_rb_u(&rb, v);
+	}
+	emit(DSMT_REC_PYSTACK, &rb);
+}
+
+/* PYCODE: id str(file) str(qualname) firstlineno str(linetable) pyver.
+ * The line table does not fit a struct dsmt_recbuf: framed by hand. */
+static void encode_pycode(const uint8_t *p, uint32_t len)
+{
+	uint32_t h[6];
+	memcpy(h, p, sizeof h);
+	const uint8_t *file = p + 24, *qual = file + h[3], *lt = qual + h[4];
+	if (24ull + h[3] + h[4] + h[5] > len)
+		return;
+	uint8_t pre[3 * DSMT_VARINT_MAX], mid[3 * DSMT_VARINT_MAX], post[2 * DSMT_VARINT_MAX];
+	size_t np = dsmt_put_uvar(pre, h[0]);
+	np += dsmt_put_uvar(pre + np, h[3]);
+	size_t nm = dsmt_put_uvar(mid, h[4]);
+	size_t nq = dsmt_put_uvar(post, h[1]);
+	nq += dsmt_put_uvar(post + nq, h[5]);
+	uint8_t tail[DSMT_VARINT_MAX];
+	size_t nt = dsmt_put_uvar(tail, h[2]);
+	size_t payload = np + h[3] + nm + h[4] + nq + h[5] + nt;
+	if (raw_reserve(1 + DSMT_VARINT_MAX + payload) != 0)
+		return;
+	uint8_t *o = raw + raw_len;
+	*o++ = DSMT_REC_PYCODE;
+	o += dsmt_put_uvar(o, payload);
+	memcpy(o, pre, np), o += np;
+	memcpy(o, file, h[3]), o += h[3];
+	memcpy(o, mid, nm), o += nm;
+	memcpy(o, qual, h[4]), o += h[4];
+	memcpy(o, post, nq), o += nq;
+	memcpy(o, lt, h[5]), o += h[5];
+	memcpy(o, tail, nt), o += nt;
+	raw_len = (size_t)(o - raw);
 }
 
 static void encode_string(const uint8_t *p, uint32_t len)
@@ -302,6 +359,12 @@ static int drain_seg(struct dsmt_ring *r, struct dsmt_seg *g, int *announced)
 			break;
 		case DSMT_R_STACK:
 			encode_stack(p);
+			break;
+		case DSMT_R_PYSTACK:
+			encode_pystack(p);
+			break;
+		case DSMT_R_PYCODE:
+			encode_pycode(p, h->len);
 			break;
 		default:
 			break;
