@@ -44,6 +44,12 @@ struct mod {
 #endif
 };
 
+/* strings made here (joined source paths), kept until free */
+struct istr {
+	struct istr *next;
+	char s[];
+};
+
 struct ent {
 	struct dsmt_sym s;
 	int rc;
@@ -60,6 +66,7 @@ struct dsmt_symtab {
 	struct ent *ents;
 	size_t nents, capents;
 	char *sysroot;
+	struct dsmt_hmap strs; /* hash -> struct istr chain */
 	struct dsmt_symstats st;
 };
 
@@ -79,6 +86,7 @@ struct dsmt_symtab *dsmt_symtab_new(void)
 		return NULL;
 	dsmt_hmap_init(&t->dedupe);
 	dsmt_hmap_init(&t->cache);
+	dsmt_hmap_init(&t->strs);
 	return t;
 }
 
@@ -236,9 +244,87 @@ static struct mod *find_mod(struct dsmt_symtab *t, uint64_t ip)
 	return ip < m->hi ? m : NULL;
 }
 
+#ifdef DSMT_HAVE_LIBDW
+
+/* the string s (n bytes) kept in t; NULL when memory runs out */
+static const char *intern(struct dsmt_symtab *t, const char *s, size_t n)
+{
+	uint64_t k = fnv(0xcbf29ce484222325ULL, s, n) | 1;
+	int created;
+	struct dsmt_hent *h = dsmt_hmap_put(&t->strs, k, &created);
+	if (!h)
+		return NULL;
+	for (struct istr *x = (struct istr *)(uintptr_t)h->v; x; x = x->next)
+		if (!strncmp(x->s, s, n) && !x->s[n])
+			return x->s;
+	struct istr *x = malloc(sizeof *x + n + 1);
+	if (!x)
+		return NULL;
+	memcpy(x->s, s, n);
+	x->s[n] = 0;
+	x->next = (struct istr *)(uintptr_t)h->v;
+	h->v = (uint64_t)(uintptr_t)x;
+	return x->s;
+}
+
+/* DIR/FILE with "." and "name/.." segments removed (lexically), kept in t */
+static const char *join_path(struct dsmt_symtab *t, const char *dir, const char *file)
+{
+	size_t dl = strlen(dir), fl = strlen(file), n = dl + 1 + fl;
+	if (n > 65536)
+		return NULL;
+	char *b = malloc(2 * (n + 2));
+	size_t *seg = malloc((n + 2) * sizeof *seg); /* start, length pairs */
+	const char *r = NULL;
+	if (!b || !seg)
+		goto out;
+	memcpy(b, dir, dl);
+	b[dl] = '/';
+	memcpy(b + dl + 1, file, fl);
+	int abs = b[0] == '/';
+	size_t ns = 0;
+	for (size_t i = 0; i < n;) {
+		while (i < n && b[i] == '/')
+			i++;
+		size_t s0 = i;
+		while (i < n && b[i] != '/')
+			i++;
+		size_t len = i - s0;
+		if (!len || (len == 1 && b[s0] == '.'))
+			continue;
+		if (len == 2 && b[s0] == '.' && b[s0 + 1] == '.') {
+			if (ns && !(seg[2 * ns - 1] == 2 && !memcmp(b + seg[2 * ns - 2], "..", 2))) {
+				ns--; /* "name/.." */
+				continue;
+			}
+			if (abs)
+				continue; /* "/.." is "/" */
+		}
+		seg[2 * ns] = s0;
+		seg[2 * ns + 1] = len;
+		ns++;
+	}
+	char *o = b + n + 2;
+	size_t ol = 0;
+	if (abs)
+		o[ol++] = '/';
+	for (size_t k = 0; k < ns; k++) {
+		if (k)
+			o[ol++] = '/';
+		memcpy(o + ol, b + seg[2 * k], seg[2 * k + 1]);
+		ol += seg[2 * k + 1];
+	}
+	if (!ol)
+		o[ol++] = '.';
+	r = intern(t, o, ol);
+out:
+	free(b);
+	free(seg);
+	return r;
+}
+
 /* --- libdw --- */
 
-#ifdef DSMT_HAVE_LIBDW
 
 /* Open PATH read-only without blocking (FIFOs, devices) and keep it only when
  * it is a regular file of at least MINSIZE bytes.  -1: errno ENOENT-like
@@ -442,7 +528,7 @@ static const char *die_func_name(Dwarf_Die *die)
 	return s && *s ? s : NULL;
 }
 
-static void lookup(struct mod *m, uint64_t ip, struct dsmt_sym *out)
+static void lookup(struct dsmt_symtab *t, struct mod *m, uint64_t ip, struct dsmt_sym *out)
 {
 	/* return addresses: the call instruction ends at ip */
 	Dwarf_Addr a = ip > m->lo ? ip - 1 : ip;
@@ -476,7 +562,10 @@ static void lookup(struct mod *m, uint64_t ip, struct dsmt_sym *out)
 			int line = 0;
 			const char *f = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
 			if (f && *f && line > 0) {
-				out->file = f;
+				/* relative names are relative to the compilation directory */
+				const char *cd = f[0] != '/' ? dwfl_line_comp_dir(l) : NULL;
+				const char *j = cd && cd[0] == '/' ? join_path(t, cd, f) : NULL;
+				out->file = j ? j : f;
 				out->line = line;
 			}
 		}
@@ -507,7 +596,7 @@ static void resolve(struct dsmt_symtab *t, uint64_t ip, struct ent *e)
 	if (m->state == M_NEW)
 		open_mod(t, m);
 	if (m->state == M_OK)
-		lookup(m, ip, &e->s);
+		lookup(t, m, ip, &e->s);
 #endif
 	if (e->s.func)
 		t->st.with_func++;
@@ -592,6 +681,15 @@ void dsmt_symtab_free(struct dsmt_symtab *t)
 	free(t->sysroot);
 	dsmt_hmap_free(&t->dedupe);
 	dsmt_hmap_free(&t->cache);
+	size_t it = 0;
+	struct dsmt_hent *h;
+	while ((h = dsmt_hmap_next(&t->strs, &it))) {
+		for (struct istr *x = (struct istr *)(uintptr_t)h->v, *nx; x; x = nx) {
+			nx = x->next;
+			free(x);
+		}
+	}
+	dsmt_hmap_free(&t->strs);
 	free(t);
 }
 
