@@ -3,6 +3,9 @@
 # what is missing with apt-get when run as root, else saying exactly what to
 # install.  Exports MESON, NINJA and CUDA_HOME for the caller.
 #
+# Optional: libdw-dev (elfutils), for function names and file:line in
+# dsmemdecode; installed with the rest as root, else named and skipped.
+#
 # CUDA headers (cuda_runtime_api.h, nvtx3/) are needed at build time only.
 # Without a toolkit ($CUDA_HOME, /usr/local/cuda) they come from NVIDIA's pip
 # wheels (nvidia-cuda-runtime, nvidia-nvtx, nvidia-cuda-cupti), unpacked under .deps/.
@@ -38,7 +41,26 @@ dsmt_install() {
 	fi
 }
 
+# Optional: elfutils libdw gives dsmemdecode function names and file:line for
+# native stacks (without it: module+offset).  Installed along with the rest
+# when we can install (root with apt-get), else named and skipped.
+dsmt_missing_optional() {
+	if [ ! -f /usr/include/elfutils/libdwfl.h ] && ! pkg-config --exists libdw 2>/dev/null; then
+		echo libdw-dev
+	fi
+}
+
 mapfile -t _dsmt_pkgs < <(dsmt_missing_pkgs)
+mapfile -t _dsmt_opt < <(dsmt_missing_optional)
+if [ ${#_dsmt_opt[@]} -gt 0 ]; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		_dsmt_pkgs+=("${_dsmt_opt[@]}")
+	else
+		echo "dsmemtrace setup: optional ${_dsmt_opt[*]} (elfutils) not installed: dsmemdecode will show module+offset" \
+			"instead of function and file:line for native frames; to get them: sudo apt-get install -y ${_dsmt_opt[*]}" \
+			"(Fedora/RHEL: elfutils-devel)" >&2
+	fi
+fi
 dsmt_install "${_dsmt_pkgs[@]}"
 
 # meson >= 1.0 (Debian 12 ships 1.0.1; Ubuntu 22.04's 0.61 is too old: use a venv)
