@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,6 +39,8 @@ struct mod {
 	size_t bidlen;
 	uint64_t key; /* dedupe key (hash of the fields) */
 	int state;
+	int counted;       /* counted in stats.opened */
+	uint64_t last_use; /* t->clock at the last lookup */
 #ifdef DSMT_HAVE_LIBDW
 	Dwfl *dwfl;
 	Dwfl_Module *dm;
@@ -50,6 +53,11 @@ struct istr {
 	char s[];
 };
 
+struct ix {
+	uint64_t lo, hi;
+	size_t i; /* index into mods: larger = added later */
+};
+
 struct ent {
 	struct dsmt_sym s;
 	int rc;
@@ -58,8 +66,10 @@ struct ent {
 struct dsmt_symtab {
 	struct mod *mods;
 	size_t nmods, capmods;
-	size_t *idx; /* active modules, sorted by lo, disjoint */
+	struct ix *idx; /* active modules, sorted by lo, disjoint */
 	size_t nidx;
+	size_t nopen, max_open; /* modules holding open files (libdw), and the bound */
+	uint64_t clock;         /* for least-recently-used eviction */
 	int dirty;   /* modules added since idx was built */
 	struct dsmt_hmap dedupe; /* key -> module index + 1 */
 	struct dsmt_hmap cache;  /* ip -> ents index */
@@ -87,6 +97,12 @@ struct dsmt_symtab *dsmt_symtab_new(void)
 	dsmt_hmap_init(&t->dedupe);
 	dsmt_hmap_init(&t->cache);
 	dsmt_hmap_init(&t->strs);
+	/* each open module holds up to 2 descriptors (its file, a debug file) */
+	struct rlimit rl;
+	rlim_t cur = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : 1024;
+	t->max_open = cur > 96 ? (size_t)(cur - 64) / 2 : 16;
+	if (t->max_open > 4096)
+		t->max_open = 4096;
 	return t;
 }
 
@@ -167,6 +183,12 @@ int dsmt_symtab_add_module(struct dsmt_symtab *t, uint64_t base, uint64_t lo, ui
 	return 0;
 }
 
+void dsmt_symtab_set_max_open(struct dsmt_symtab *t, size_t n)
+{
+	if (t)
+		t->max_open = n ? n : 1;
+}
+
 int dsmt_symtab_set_sysroot(struct dsmt_symtab *t, const char *dir)
 {
 	if (!t)
@@ -183,41 +205,33 @@ int dsmt_symtab_set_sysroot(struct dsmt_symtab *t, const char *dir)
 
 /* --- module index: newer modules win where ranges overlap --- */
 
-static const struct dsmt_symtab *sort_t;
 static int by_lo(const void *a, const void *b)
 {
-	const struct mod *x = &sort_t->mods[*(const size_t *)a], *y = &sort_t->mods[*(const size_t *)b];
+	const struct ix *x = a, *y = b;
 	if (x->lo != y->lo)
 		return x->lo < y->lo ? -1 : 1;
-	size_t i = *(const size_t *)a, j = *(const size_t *)b;
-	return i < j ? -1 : i > j;
+	return x->i < y->i ? -1 : x->i > y->i;
 }
 
 static int rebuild(struct dsmt_symtab *t)
 {
-	size_t *idx = realloc(t->idx, (t->nmods ? t->nmods : 1) * sizeof *idx);
+	struct ix *idx = realloc(t->idx, (t->nmods ? t->nmods : 1) * sizeof *idx);
 	if (!idx)
 		return -1;
 	t->idx = idx;
 	for (size_t i = 0; i < t->nmods; i++)
-		idx[i] = i;
-	sort_t = t; /* qsort has no context argument; single-threaded use per process */
+		idx[i] = (struct ix){t->mods[i].lo, t->mods[i].hi, i};
 	qsort(idx, t->nmods, sizeof *idx, by_lo);
-	sort_t = NULL;
 	/* sweep: kept ranges are disjoint and sorted, so a range (processed in lo
-	 * order) can overlap only the last kept one */
+	 * order) can overlap only the last kept one; the one added later stays */
 	size_t n = 0;
 	for (size_t k = 0; k < t->nmods; k++) {
-		size_t i = idx[k];
-		if (n) {
-			size_t last = idx[n - 1];
-			if (t->mods[last].hi > t->mods[i].lo) {
-				if (last > i) /* the kept one is newer */
-					continue;
-				n--;
-			}
+		if (n && idx[n - 1].hi > idx[k].lo) {
+			if (idx[n - 1].i > idx[k].i)
+				continue;
+			n--;
 		}
-		idx[n++] = i;
+		idx[n++] = idx[k];
 	}
 	t->nidx = n;
 	t->dirty = 0;
@@ -233,15 +247,14 @@ static struct mod *find_mod(struct dsmt_symtab *t, uint64_t ip)
 	size_t lo = 0, hi = t->nidx;
 	while (lo < hi) { /* first index with mods.lo > ip */
 		size_t mid = lo + (hi - lo) / 2;
-		if (t->mods[t->idx[mid]].lo <= ip)
+		if (t->idx[mid].lo <= ip)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	if (!lo)
 		return NULL;
-	struct mod *m = &t->mods[t->idx[lo - 1]];
-	return ip < m->hi ? m : NULL;
+	return ip < t->idx[lo - 1].hi ? &t->mods[t->idx[lo - 1].i] : NULL;
 }
 
 #ifdef DSMT_HAVE_LIBDW
@@ -503,7 +516,9 @@ static void open_mod(struct dsmt_symtab *t, struct mod *m)
 		if (n <= 0 || (size_t)n != m->bidlen || memcmp(bits, m->bid, m->bidlen)) {
 			dwfl_end(d);
 			m->state = M_MISMATCH;
-			t->st.mismatched++;
+			if (!m->counted)
+				t->st.mismatched++;
+			m->counted = 1;
 			return;
 		}
 	}
@@ -514,7 +529,30 @@ static void open_mod(struct dsmt_symtab *t, struct mod *m)
 	m->dwfl = d;
 	m->dm = dm;
 	m->state = M_OK;
-	t->st.opened++;
+	t->nopen++;
+	if (!m->counted) {
+		m->counted = 1;
+		t->st.opened++;
+	}
+}
+
+/* Close the least recently used open module (reopened when needed again):
+ * every open module holds a file descriptor or two. */
+static void evict(struct dsmt_symtab *t, const struct mod *keep)
+{
+	struct mod *lru = NULL;
+	for (size_t i = 0; i < t->nmods; i++) {
+		struct mod *m = &t->mods[i];
+		if (m->dwfl && m != keep && (!lru || m->last_use < lru->last_use))
+			lru = m;
+	}
+	if (!lru)
+		return;
+	dwfl_end(lru->dwfl);
+	lru->dwfl = NULL;
+	lru->dm = NULL;
+	lru->state = M_NEW;
+	t->nopen--;
 }
 
 static const char *die_func_name(Dwarf_Die *die)
@@ -564,15 +602,18 @@ static void lookup(struct dsmt_symtab *t, struct mod *m, uint64_t ip, struct dsm
 			if (f && *f && line > 0) {
 				/* relative names are relative to the compilation directory */
 				const char *cd = f[0] != '/' ? dwfl_line_comp_dir(l) : NULL;
-				const char *j = cd && cd[0] == '/' ? join_path(t, cd, f) : NULL;
+				const char *j = cd && cd[0] == '/' ? join_path(t, cd, f) : NULL; /* interned */
 				out->file = j ? j : f;
 				out->line = line;
 			}
 		}
 	}
-	out->symbol = name ? name : sub;
+	/* copies: the module may be closed (evict) before the symtab is freed */
+	out->symbol = name ? intern(t, name, strlen(name)) : sub ? intern(t, sub, strlen(sub)) : NULL;
+	if (out->file)
+		out->file = intern(t, out->file, strlen(out->file));
 	if (inl) {
-		out->func = inl;
+		out->func = intern(t, inl, strlen(inl));
 		out->inlined = 1;
 	} else {
 		out->func = out->symbol;
@@ -593,8 +634,12 @@ static void resolve(struct dsmt_symtab *t, uint64_t ip, struct ent *e)
 	e->s.module = m->path;
 	e->s.offset = ip - m->base;
 #ifdef DSMT_HAVE_LIBDW
-	if (m->state == M_NEW)
+	m->last_use = ++t->clock;
+	if (m->state == M_NEW) {
+		if (t->nopen >= t->max_open)
+			evict(t, m);
 		open_mod(t, m);
+	}
 	if (m->state == M_OK)
 		lookup(t, m, ip, &e->s);
 #endif

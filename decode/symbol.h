@@ -57,6 +57,11 @@ int dsmt_symtab_add_module(struct dsmt_symtab *t, uint64_t base, uint64_t lo, ui
  * Call before the first dsmt_symbolize.  0, -1 on no memory. */
 int dsmt_symtab_set_sysroot(struct dsmt_symtab *t, const char *dir);
 
+/* At most N module files open at once (default: from RLIMIT_NOFILE, 2
+ * descriptors each); beyond it the least recently used is closed and
+ * reopened when needed.  Results are unaffected. */
+void dsmt_symtab_set_max_open(struct dsmt_symtab *t, size_t n);
+
 /* 0 and *out filled (strings owned by t, valid until free); func/file NULL
  * when unknown; module+offset always when the ip falls in a module.
  * -1: no module holds ip (*out zeroed). */

@@ -286,6 +286,51 @@ static void test_lookups_and_cache(const struct target *g)
 	dsmt_symtab_free(t);
 }
 
+int main(int argc, char **argv);
+
+/* at most one module file open: modules are closed and reopened as lookups
+ * alternate, earlier results' strings stay valid, descriptors stay bounded */
+static void test_eviction(const struct target *g)
+{
+	struct modinfo mi = {0};
+	dl_iterate_phdr(phdr_cb, &mi);
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	exe[n > 0 ? n : 0] = 0;
+	int fds = count_fds();
+	struct dsmt_symtab *t = dsmt_symtab_new();
+	dsmt_symtab_set_max_open(t, 1);
+	CHECK(dsmt_symtab_add_module(t, mi.base, mi.lo, mi.hi, exe, mi.bid, mi.bidlen) == 0);
+	CHECK(dsmt_symtab_add_module(t, g->mi.base, g->mi.lo, g->mi.hi, the_lib, g->mi.bid, g->mi.bidlen) == 0);
+	struct dsmt_sym first, s;
+	CHECK(dsmt_symbolize(t, (uint64_t)(uintptr_t)g->ip_call, &first) == 0);
+	uint64_t exe_ips[3] = {(uint64_t)(uintptr_t)main + 1, (uint64_t)(uintptr_t)test_eviction + 1,
+			       (uint64_t)(uintptr_t)count_fds + 1};
+	const char *exe_f[3] = {"main", "test_eviction", "count_fds"};
+	uint64_t lib_ips[3] = {(uint64_t)(uintptr_t)g->ip_static, (uint64_t)(uintptr_t)g->ip_inl,
+			       (uint64_t)(uintptr_t)g->leaf + 1};
+	const char *lib_f[3] = {"st_static_call", "st_inl", "st_leaf"};
+	for (int i = 0; i < 3; i++) {
+		CHECK(dsmt_symbolize(t, exe_ips[i], &s) == 0);
+		if (have)
+			CHECK(streq(s.func, exe_f[i]));
+		CHECK(count_fds() - fds <= 2);
+		CHECK(dsmt_symbolize(t, lib_ips[i], &s) == 0);
+		if (have)
+			CHECK(streq(s.func, lib_f[i]));
+		CHECK(count_fds() - fds <= 2);
+	}
+	if (have) {
+		CHECK(streq(first.func, "st_call"));
+		CHECK(ends_with(first.file, "/symtarget.c"));
+	}
+	struct dsmt_symstats st;
+	dsmt_symtab_get_stats(t, &st);
+	CHECK(st.opened == 2 * (size_t)have); /* reopening is not counted again */
+	dsmt_symtab_free(t);
+	CHECK(count_fds() == fds);
+}
+
 static void test_build_id_mismatch(const struct target *g)
 {
 	if (!g->mi.bidlen) {
@@ -586,6 +631,7 @@ int main(int argc, char **argv)
 	test_main_program();
 	test_lookups_and_cache(&g);
 	test_build_id_mismatch(&g);
+	test_eviction(&g);
 	test_copies(&g, argv, argc, tmp);
 	test_hostile(&g, tmp);
 
