@@ -49,9 +49,13 @@
  * passed that check first: a window of a few instructions, see README).
  *
  * Interning: code objects -> PYCODE records, once per process, through a
- * lock-free table keyed by the code object's address and validated with its
- * co_filename/co_qualname pointers and co_firstlineno (a reused address
- * re-interns); the record goes into the ring of the thread that saw the
+ * lock-free table keyed by the code object's address and validated with a
+ * fingerprint: its co_filename/co_qualname pointers, co_firstlineno, and the
+ * length and first and last 8 bytes of both strings (pymalloc hands a freed
+ * code object's address, and its strings' addresses, to the next code object
+ * of the same shape: pointers alone let exec'd functions dyn_2, dyn_4...
+ * inherit dyn_0's id, as the test's `reuse` scenario showed on 3.11).  A
+ * reused address re-interns; the record goes into the ring of the thread that saw the
  * code first, so another thread's event may reach the trace before the
  * definition (the decoder allows that).  Stacks of (code_id, instr) ->
  * PYSTACK records, interned per thread like native stacks (tracer.c). */
@@ -171,6 +175,7 @@ static inline int64_t ld_i64(const char *base, unsigned off)
 struct pyframe {
 	const char *code;
 	uint32_t instr;
+	uint64_t fp; /* code_fp(), filled by dsmt_py_stack */
 };
 
 /* Up to max frames of the thread whose state is ts, innermost first. */
@@ -298,8 +303,8 @@ static const uint8_t *read_linetable(const char *co, uint32_t *len)
 #define CT_MASK ((1u << CT_BITS) - 1)
 #define BUSY UINT32_MAX
 struct cent {
-	uintptr_t key, file, qual;
-	uint32_t firstlineno;
+	uintptr_t key;
+	uint64_t fp; /* code_fp() */
 	_Atomic uint32_t id;
 };
 static struct cent *ctab;
@@ -313,6 +318,38 @@ static inline uint64_t mix(uint64_t x)
 	x *= 0xc4ceb9fe1a85ec53ull;
 	x ^= x >> 33;
 	return x;
+}
+
+/* What a str holds, cheaply: pointer, length, first and last 8 bytes of its
+ * data.  Reading 8 bytes from the data start stays inside the object's
+ * allocation: sizeof(header) + 8 <= the header plus the NUL, rounded up to
+ * pymalloc's 16-byte blocks, for both layouts (48/72, 40/56). */
+static inline uint64_t str_fp(const char *s)
+{
+	if (!ok_ptr(s))
+		return 0;
+	uint32_t state = (uint32_t)ld_i32(s, U_STATE);
+	int64_t n = ld_i64(s, U_LENGTH);
+	uint64_t h = mix((uintptr_t)s ^ (uint64_t)n);
+	if (!(state & (1u << 5)) || n < 0)
+		return h; /* not compact: the pointer and length only */
+	int ascii = (state >> 6) & 1;
+	unsigned kind = ascii ? 1 : (state >> 2) & 7;
+	const char *d = s + (ascii ? L.u_ascii_data : L.u_compact_data);
+	uint64_t size = (uint64_t)n * kind, a, b;
+	memcpy(&a, d, 8);
+	if (size < 8)
+		a &= (1ull << (8 * size)) - 1, b = 0;
+	else
+		memcpy(&b, d + size - 8, 8);
+	return mix(h ^ a) + b;
+}
+
+/* the fingerprint of a code object, for the table and the stack hash */
+static inline uint64_t code_fp(const char *co)
+{
+	uint64_t h = str_fp(ld_ptr(co, L.co_filename)) + (uint32_t)ld_i32(co, L.co_firstlineno);
+	return mix(h ^ str_fp(ld_ptr(co, L.co_qualname))) | 1;
 }
 
 #define RLX_LOAD(p) __atomic_load_n(p, __ATOMIC_RELAXED)
@@ -333,10 +370,8 @@ static int define_code(const char *co, uint32_t id)
 				  ltn, L.ver);
 }
 
-static uint32_t code_id(const char *co)
+static uint32_t code_id(const char *co, uint64_t fp)
 {
-	uintptr_t file = (uintptr_t)ld_ptr(co, L.co_filename), qual = (uintptr_t)ld_ptr(co, L.co_qualname);
-	uint32_t first = (uint32_t)ld_i32(co, L.co_firstlineno);
 	unsigned i = (unsigned)mix((uintptr_t)co) & CT_MASK;
 	struct cent *slot = NULL;
 	uint32_t slot_id = 0;
@@ -349,12 +384,12 @@ static uint32_t code_id(const char *co)
 		}
 		if (v == BUSY)
 			continue;
-		uintptr_t key = RLX_LOAD(&e->key), f = RLX_LOAD(&e->file), q = RLX_LOAD(&e->qual);
-		uint32_t fl = RLX_LOAD(&e->firstlineno);
+		uintptr_t key = RLX_LOAD(&e->key);
+		uint64_t f = RLX_LOAD(&e->fp);
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&e->id, memory_order_relaxed) != v || key != (uintptr_t)co)
 			continue;
-		if (f == file && q == qual && fl == first)
+		if (f == fp)
 			return v;
 		slot = e; /* the address was reused by another code object */
 		slot_id = v;
@@ -373,9 +408,7 @@ static uint32_t code_id(const char *co)
 	    atomic_compare_exchange_strong_explicit(&slot->id, &slot_id, BUSY, memory_order_acq_rel,
 						    memory_order_relaxed)) {
 		RLX_STORE(&slot->key, (uintptr_t)co);
-		RLX_STORE(&slot->file, file);
-		RLX_STORE(&slot->qual, qual);
-		RLX_STORE(&slot->firstlineno, first);
+		RLX_STORE(&slot->fp, fp);
 		atomic_store_explicit(&slot->id, id, memory_order_release);
 	}
 	return id;
@@ -625,10 +658,9 @@ uint32_t dsmt_py_stack(int py)
 		return 0;
 	uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
 	for (unsigned i = 0; i < n; i++) {
-		const char *co = fr[i].code;
-		h = mix(h ^ (uintptr_t)co) + fr[i].instr;
-		h = mix(h ^ (uintptr_t)ld_ptr(co, L.co_filename) ^ ((uint64_t)(uint32_t)ld_i32(co, L.co_firstlineno) << 48));
-		h ^= (uintptr_t)ld_ptr(co, L.co_qualname);
+		fr[i].fp = code_fp(fr[i].code);
+		h = mix(h ^ (uintptr_t)fr[i].code) + fr[i].instr;
+		h = mix(h ^ fr[i].fp);
 	}
 	h = mix(h) | 1; /* 0 marks an empty cache slot */
 	uint32_t id = dsmt_pystack_cached(h);
@@ -636,7 +668,7 @@ uint32_t dsmt_py_stack(int py)
 		return id;
 	uint32_t pairs[2 * MAX_DEPTH];
 	for (unsigned i = 0; i < n; i++) {
-		pairs[2 * i] = code_id(fr[i].code);
+		pairs[2 * i] = code_id(fr[i].code, fr[i].fp);
 		pairs[2 * i + 1] = fr[i].instr;
 		if (!pairs[2 * i])
 			return 0;
