@@ -21,7 +21,8 @@ py=$(python3 -c 'import sys; print(sys.executable)')
 {
 	echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 	# configurations: native depth, and driver level as shipped (CUPTI +
-	# entry-point wrappers) or without CUPTI; "plain" runs without the
+	# entry-point wrappers) or without CUPTI (-nocupti), Python frames off
+	# (-nopy, DSMEMTRACE_PY_DEPTH=0); "plain" runs without the
 	# preload (its "off" median is the untraced step time of a process that
 	# never loaded the library: the cost of merely holding CUPTI shows there)
 	for cfg in ${DSMT_BENCH_CONFIGS:-depth0 depth0-nocupti depth4 plain}; do
@@ -31,6 +32,8 @@ py=$(python3 -c 'import sys; print(sys.executable)')
 		case $cfg in
 		plain) timeout 240 "$py" bench/overhead.py "$out/overhead-$cfg.json" ;;
 		*-nocupti) DSMEMTRACE_CUPTI=0 DSMEMTRACE_NATIVE_DEPTH=$depth DSMEMTRACE_DIR=$t LD_PRELOAD=$lib \
+			timeout 240 "$py" bench/overhead.py "$out/overhead-$cfg.json" ;;
+		*-nopy) DSMEMTRACE_PY_DEPTH=0 DSMEMTRACE_NATIVE_DEPTH=$depth DSMEMTRACE_DIR=$t LD_PRELOAD=$lib \
 			timeout 240 "$py" bench/overhead.py "$out/overhead-$cfg.json" ;;
 		*) DSMEMTRACE_NATIVE_DEPTH=$depth DSMEMTRACE_DIR=$t LD_PRELOAD=$lib \
 			timeout 240 "$py" bench/overhead.py "$out/overhead-$cfg.json" ;;
