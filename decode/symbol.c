@@ -609,7 +609,8 @@ static void lookup(struct dsmt_symtab *t, struct mod *m, uint64_t ip, struct dsm
 		}
 	}
 	/* copies: the module may be closed (evict) before the symtab is freed */
-	out->symbol = name ? intern(t, name, strlen(name)) : sub ? intern(t, sub, strlen(sub)) : NULL;
+	/* symbol versions ("dlopen@GLIBC_2.2.5") are left out */
+	out->symbol = name ? intern(t, name, strcspn(name, "@")) : sub ? intern(t, sub, strlen(sub)) : NULL;
 	if (out->file)
 		out->file = intern(t, out->file, strlen(out->file));
 	if (inl) {
