@@ -20,7 +20,7 @@
  * line is attributed to the calling line.  `offset` is of ip itself.
  *
  * Results are cached per ip; strings are owned by the symtab and stay valid
- * until dsmt_symtab_free. */
+ * until dsmt_symtab_free.  A symtab is used by one thread at a time. */
 #ifndef DSMT_DEC_SYMBOL_H
 #define DSMT_DEC_SYMBOL_H
 
