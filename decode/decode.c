@@ -16,10 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attrib.h"
 #include "format.h"
 #include "hashmap.h"
 #include "reader.h"
 #include "reorder.h"
+#include "symbol.h"
 #include "varint.h"
 
 #define STR_MAX ((size_t)1 << 20)      /* longest string kept */
@@ -38,19 +40,44 @@ struct str_ent {
 	uint32_t len;
 };
 
-/* What the module holding a call site is (driver-level categories) */
-enum { CLS_OTHER, CLS_TORCH /* libc10_cuda */, CLS_NCCL /* libnccl */,
-       CLS_WORKSPACE /* libcublas(Lt), libcudnn, libcusparse, libcufft, libcusolver */ };
+/* What the module holding a call site is (driver-level categories; the
+ * rule is attrib_module_class) */
+enum { CLS_OTHER = LIB_OTHER, CLS_TORCH = LIB_TORCH /* libc10_cuda */, CLS_NCCL = LIB_NCCL /* libnccl */,
+       CLS_WORKSPACE = LIB_WORKSPACE /* libcublas(Lt), libcudnn, libcusparse, libcufft, libcusolver */ };
 
 struct module {
 	uint64_t base, lo, hi;
 	char *path;
 	int is_torch;
 	int cls; /* CLS_* */
+	uint8_t *bid; /* build-id (raw bytes) */
+	size_t bn;
+};
+
+/* Python definitions (format 1.2) */
+struct pycode {
+	char *file, *qual;
+	uint8_t *lt; /* co_linetable */
+	size_t ltn;
+	int64_t firstline;
+	uint64_t pyver;
+};
+
+struct idxrange { /* frames of a PYSTACK (code, instr pairs) or ips of a STACK */
+	size_t off;
+	uint32_t n;
 };
 
 struct nvtx_ent {
 	uint64_t name, seq, ts;
+	uint32_t prev_nvk; /* the thread's NVTX evidence before this push */
+	uint32_t prev_top; /* the thread's NVTX node before this push */
+};
+
+/* NVTX ranges open on a thread, as a tree of pushes (node 0: none) */
+struct nvnode {
+	uint64_t name;
+	uint32_t parent;
 };
 
 struct domstack {
@@ -68,6 +95,9 @@ struct thread {
 	struct domstack *ds;
 	uint32_t nds;
 	uint32_t idx; /* in ctx.thr */
+	int autograd;   /* a torch autograd engine thread (by name) */
+	uint32_t nvk;   /* attribution: packed NVTX evidence of its innermost classified range */
+	uint32_t nvtop; /* its innermost open range (ctx.nvn; 0: none) */
 };
 
 /* Driver level: the category of each device byte (exactly one each).
@@ -83,8 +113,40 @@ struct snap {
 	int taken;
 };
 
+/* Attribution: one record per live tensor block (ctx.arec, index in the
+ * live map's aux).  What is known at its allocation; the category is
+ * decided from it at its free or at a snapshot (attrib.h). */
+struct arec {
+	uint64_t seq, site, size;
+	uint32_t seg;     /* ctx.segs.n at the allocation: a step boundary since? */
+	uint32_t tidx, pystack, stack;
+	uint32_t nvk;     /* the thread's NVTX evidence (packed) */
+	uint32_t fwd;     /* 1 + the DeepSpeed forward it fell in (0: none): eval or not */
+	uint32_t epoch;   /* the pause epoch of the allocation (after pauses) */
+	uint32_t cat_seg; /* the segment in which `cat` was decided */
+	uint32_t bw_gen;  /* ctx.bw_gen at the allocation */
+	uint32_t group;   /* interned (site, pystack, stack, cat) for `cat` (UINT32_MAX: none yet) */
+	uint8_t gph;      /* the process-wide phase then */
+	uint8_t flags;    /* AR_* */
+	uint8_t dev1;
+	uint8_t cat, ph;  /* decided category while live (AR_CAT), resolved phase (0: not yet) */
+};
+enum { AR_BW_SEEN = 1, AR_CAT = 2, AR_PARAM = 4 /* counted in ctx.psizes */, AR_LIVE = 8 };
+
+/* pending sums of a peak: blocks live at the peak and freed since */
+struct pend {
+	uint64_t gen;
+	uint64_t cat[DSMT_NCAT], tmp[DSMT_NPHASE];
+};
+
+struct tpend { /* --top: one freed block live at the peak */
+	uint32_t g;
+	uint64_t bytes;
+};
+
 struct dev {
-	struct dsmt_hmap tens; /* ptr -> size, aux = the epoch of the ALLOC (below) */
+	struct dsmt_hmap tens; /* ptr -> size, aux = the epoch of the ALLOC (below), or with
+				* attribution the index of its struct arec (which holds the epoch) */
 	uint64_t alloc, res;   /* current tensor-allocated / torch-reserved bytes */
 	uint64_t pk_alloc, pk_res, allocs, frees; /* of the open segment */
 	uint64_t synced;       /* the last epoch whose first torch event resynced it */
@@ -96,11 +158,52 @@ struct dev {
 	struct snap snap;
 	uint64_t snap_ptr; /* the allocation that took the snapshot */
 	int snap_live;     /* nothing changed on the device since */
+	/* attribution: the open segment's peak (its first moment) and what was
+	 * live then and freed since */
+	uint64_t pk_seq, pk_ts, pk_res_at, pk_gen;
+	uint32_t pk_tidx, pk_node;
+	int pk_has;        /* the allocation that made the peak: record pk_idx while it lives, then
+			    * pk_rec (a copy taken when it is freed) (else the segment's start) */
+	uint32_t pk_idx;
+	int pk_copied;
+	struct arec pk_rec;
+	struct pend pend;
+	uint64_t snap_gen; /* the driver-level snapshot: blocks live then, freed since */
+	struct pend snap_pend;
+	struct tpend *tp;  /* --top: pending groups of the peak (pend.gen) */
+	size_t tpn, tpcap;
+	uint64_t tp_gen;
 };
 
 struct segstat {
 	uint64_t pk_alloc, end_alloc, pk_res, end_res, allocs, frees;
 	uint64_t pk_dev, end_dev;
+	size_t pk_si, end_si; /* build_rows: the segments holding the peak and the end */
+	int seen;
+};
+
+/* attribution of one segment on one device (parallel to ctx.stats) */
+struct segattr {
+	uint64_t pk_cat[DSMT_NCAT], end_cat[DSMT_NCAT];
+	uint64_t pk_tmp[DSMT_NPHASE], end_tmp[DSMT_NPHASE];
+	uint64_t pk_ts;
+	uint32_t pk_node;
+	uint8_t pk_phase;
+	uint32_t top_off, ntop;
+};
+
+struct gkey {
+	uint64_t site, pystack, stack;
+	uint32_t cat;
+};
+
+struct topent {
+	uint32_t g;
+	uint64_t bytes, count;
+};
+
+struct gacc {
+	uint64_t bytes, count, tag;
 };
 
 struct seg {
@@ -190,6 +293,16 @@ struct ctx {
 	VEC(struct module) mods;
 	VEC(struct dsmt_meta) meta;
 	VEC(struct module) torch; /* libc10_cuda* ranges */
+	/* Python frames and native stacks (format 1.2 PYCODE, PYSTACK; STACK) */
+	struct dsmt_hmap pycmap, pysmap, stkmap; /* id -> index */
+	VEC(struct pycode) pyc;
+	VEC(struct idxrange) pys, stk;
+	VEC(uint64_t) pyframes; /* code, instr pairs */
+	VEC(uint64_t) ips;
+	uint64_t py_dropped;    /* definitions beyond the limits */
+	int attrib, top;        /* o->attrib, o->top */
+	uint64_t bucket_elems;  /* reduce_bucket_size (elements; 0: unknown) */
+	int world1;             /* META world_size 1 */
 
 	/* threads */
 	struct dsmt_hmap thrmap; /* tid -> index */
@@ -281,6 +394,32 @@ struct ctx {
 	uint64_t drv_unk_handle, drv_unk_handle_seq, drv_unk_handle_h;
 	uint64_t drv_nodev, drv_nodev_seq, drv_overflow;
 	size_t timed_next; /* timed[] applied so far */
+	/* attribution (replay state) */
+	VEC(struct arec) ar;
+	uint64_t ar_free;         /* 1 + first free record (0: none); a free record's seq links on */
+	uint8_t ph;               /* the process-wide phase (DSMT_PH_*) */
+	int bw_seen;              /* an autograd thread was active since the step began */
+	uint32_t bw_gen;          /* backward passes begun so far (a main-thread .backward, or
+				   * autograd threads becoming active in a step) */
+	uint32_t cur_fwd;         /* 1 + the open DeepSpeed forward (0: none) */
+	VEC(struct nvnode) nvn;   /* NVTX range tree (node 0 unused) */
+	uint64_t nvn_dropped;
+	struct dsmt_hmap pyev;    /* pystack id -> packed evidence (aux) */
+	struct dsmt_hmap natcls;  /* stack id -> 1 + LIB_* of its frames */
+	struct dsmt_hmap psizes;  /* size -> live parameters blocks of that size */
+	struct dsmt_hmap unres_py; /* pystack / stack ids used before their definition */
+	VEC(struct segattr) sattr;
+	VEC(struct topent) tops;
+	VEC(struct gkey) gk;      /* interned groups */
+	struct dsmt_hmap gmap;    /* hash -> group (linear probing on the hash) */
+	VEC(struct gacc) gacc;    /* per group accumulator (tag) */
+	VEC(uint32_t) gtouch;
+	uint64_t gtag;
+	int ar_overflow;
+#define NATC 64
+	uint32_t natc[NATC][2];     /* native_class: stack -> class (direct-mapped) */
+#define CATMEMO 1024
+	uint64_t catmemo[CATMEMO][2]; /* attrib_key -> category */
 };
 
 static void msg(struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -393,6 +532,111 @@ const char *dsmt_meta_get(const struct dsmt_process *p, const char *key)
 	return meta_get(p->meta, p->nmeta, key);
 }
 
+/* Python code objects, Python stacks and native stacks, by id (a later
+ * record with the same id replaces an earlier one) */
+#define PYCODES_MAX ((size_t)1 << 22)
+#define FRAMES_MAX ((size_t)1 << 27) /* code/instr pairs and native ips, each */
+#define LT_MAX ((size_t)1 << 16)     /* longest linetable kept */
+
+static void pycode_add(struct ctx *c, uint64_t id, const uint8_t *file, size_t fn, const uint8_t *qual, size_t qn,
+		       uint64_t first, const uint8_t *lt, size_t ln, uint64_t pyver)
+{
+	int created;
+	if (c->pyc.n >= PYCODES_MAX && !dsmt_hmap_get(&c->pycmap, id)) {
+		c->py_dropped++;
+		return;
+	}
+	struct dsmt_hent *h = dsmt_hmap_put(&c->pycmap, id, &created);
+	struct pycode *pc = !h ? NULL : created ? VPUSH(c->pyc) : &c->pyc.v[h->v];
+	if (!pc) {
+		c->nomem = 1;
+		return;
+	}
+	if (created)
+		h->v = c->pyc.n - 1;
+	else {
+		free(pc->file);
+		free(pc->qual);
+		free(pc->lt);
+	}
+	if (ln > LT_MAX)
+		ln = 0; /* lines unknown */
+	pc->file = dupn(file, fn);
+	pc->qual = dupn(qual, qn);
+	pc->lt = ln ? malloc(ln) : NULL;
+	if (pc->lt)
+		memcpy(pc->lt, lt, ln);
+	pc->ltn = pc->lt ? ln : 0;
+	pc->firstline = first > INT32_MAX ? 0 : (int64_t)first;
+	pc->pyver = pyver;
+	if (!pc->file || !pc->qual)
+		c->nomem = 1;
+}
+
+/* n pairs (code, instr) or n ips read from cu into vec; a record that ends
+ * early keeps what it holds */
+static void idx_add(struct ctx *c, struct dsmt_hmap *map, void *rvec, void *vvec, uint64_t id, uint64_t n,
+		    struct dsmt_cur *cu, int pairs)
+{
+	VEC(struct idxrange) *rv = rvec;
+	VEC(uint64_t) *vv = vvec;
+	size_t per = pairs ? 2 : 1, off = vv->n;
+	uint64_t ip = 0;
+	uint32_t k = 0;
+	for (uint64_t i = 0; i < n && cu->p < cu->end && !cu->bad; i++) {
+		if (vv->n + per > FRAMES_MAX) {
+			c->py_dropped++;
+			break;
+		}
+		if (vec_grow((void **)&vv->v, &vv->cap, vv->n + per, sizeof(uint64_t))) {
+			c->nomem = 1;
+			return;
+		}
+		if (pairs) {
+			vv->v[vv->n++] = dsmt_cur_u(cu);
+			vv->v[vv->n++] = dsmt_cur_u(cu);
+		} else {
+			ip = i ? ip + (uint64_t)dsmt_cur_s(cu) : dsmt_cur_u(cu);
+			vv->v[vv->n++] = ip;
+		}
+		k++;
+	}
+	int created;
+	struct dsmt_hent *h = dsmt_hmap_put(map, id, &created);
+	struct idxrange *r = !h ? NULL : created ? VPUSH(*rv) : &rv->v[h->v];
+	if (!r) {
+		c->nomem = 1;
+		return;
+	}
+	if (created)
+		h->v = rv->n - 1;
+	r->off = off;
+	r->n = k;
+}
+
+static void pystack_add(struct ctx *c, uint64_t id, uint64_t n, struct dsmt_cur *cu)
+{
+	idx_add(c, &c->pysmap, &c->pys, &c->pyframes, id, n, cu, 1);
+}
+
+static void stack_add(struct ctx *c, uint64_t id, uint64_t n, struct dsmt_cur *cu)
+{
+	struct dsmt_cur c2 = *cu;
+	idx_add(c, &c->stkmap, &c->stk, &c->ips, id, n, &c2, 0);
+}
+
+static const struct pycode *pycode_get(struct ctx *c, uint64_t id)
+{
+	struct dsmt_hent *h = dsmt_hmap_get(&c->pycmap, id);
+	return h ? &c->pyc.v[h->v] : NULL;
+}
+
+static const struct idxrange *range_get(struct dsmt_hmap *m, const struct idxrange *v, uint64_t id)
+{
+	struct dsmt_hent *h = id ? dsmt_hmap_get(m, id) : NULL;
+	return h ? &v[h->v] : NULL;
+}
+
 static int is_torch_path(const char *path)
 {
 	const char *b = strrchr(path, '/');
@@ -401,20 +645,7 @@ static int is_torch_path(const char *path)
 }
 
 /* CLS_* of a module's path (categories of driver-level bytes) */
-static int path_class(const char *path)
-{
-	if (is_torch_path(path))
-		return CLS_TORCH;
-	const char *b = strrchr(path, '/');
-	b = b ? b + 1 : path;
-	if (strstr(path, "libnccl"))
-		return CLS_NCCL;
-	static const char *const ws[] = {"libcublas", "libcudnn", "libcusparse", "libcufft", "libcusolver"};
-	for (size_t i = 0; i < sizeof(ws) / sizeof(ws[0]); i++)
-		if (!strncmp(b, ws[i], strlen(ws[i])))
-			return CLS_WORKSPACE;
-	return CLS_OTHER;
-}
+static int path_class(const char *path) { return attrib_module_class(path); }
 
 static int site_is_torch(struct ctx *c, uint64_t site)
 {
@@ -624,6 +855,51 @@ static inline struct dev *getdev(struct ctx *c, unsigned dev1, uint64_t seq)
 }
 
 static void timed_due(struct ctx *c, uint64_t seq, uint64_t ts);
+static void attrib_config(struct ctx *c);
+static void attrib_close_seg(struct ctx *c, size_t off, uint64_t seq, uint64_t ts);
+
+/* The process-wide phase machine (attribution): INIT until the first step
+ * boundary; a step marker or a main-thread DeepSpeedEngine.forward begins
+ * FORWARD (fwd: 1 + that forward), its .backward BACKWARD, the end of the
+ * backward STEP (the optimizer). */
+static void set_phase(struct ctx *c, unsigned ph, uint32_t fwd)
+{
+	if (ph == DSMT_PH_FORWARD) {
+		c->bw_seen = 0;
+		c->cur_fwd = fwd;
+	}
+	if (ph == DSMT_PH_BACKWARD && c->ph != DSMT_PH_BACKWARD)
+		c->bw_gen++;
+	c->ph = (uint8_t)ph;
+}
+
+#define NVNODES_MAX ((size_t)1 << 24)
+
+/* A range pushed on thread t: a node in the tree of open ranges */
+static void nv_push(struct ctx *c, struct thread *t, uint64_t name)
+{
+	if (c->nvn.n >= NVNODES_MAX) {
+		c->nvn_dropped++;
+		t->nvtop = 0;
+		return;
+	}
+	if (!c->nvn.n) { /* node 0: none */
+		struct nvnode *z = VPUSH(c->nvn);
+		if (!z) {
+			c->nomem = 1;
+			return;
+		}
+		memset(z, 0, sizeof(*z));
+	}
+	struct nvnode *n = VPUSH(c->nvn);
+	if (!n) {
+		c->nomem = 1;
+		return;
+	}
+	n->name = name;
+	n->parent = t->nvtop;
+	t->nvtop = (uint32_t)(c->nvn.n - 1);
+}
 
 static void close_segment(struct ctx *c, uint64_t seq, uint64_t ts)
 {
@@ -664,6 +940,8 @@ static void close_segment(struct ctx *c, uint64_t seq, uint64_t ts)
 		d->pk_dlev = d->dlev;
 		d->allocs = d->frees = 0;
 	}
+	if (c->attrib)
+		attrib_close_seg(c, s->off, seq, ts);
 }
 
 /* A matching range ended at (seq, ts): close the interval there and keep
@@ -684,6 +962,7 @@ enum { NC_KNOWN = 1, NC_MARKER = 2 /* matches --step-marker */, NC_FWD = 4, NC_B
 #define DS_FORWARD "DeepSpeedEngine.forward"
 #define DS_BACKWARD "DeepSpeedEngine.backward"
 
+/* ... and, with attribution, what it says (attrib_nvtx_name, packed, bits 8..31) */
 static unsigned name_class_of(struct ctx *c, const char *s)
 {
 	unsigned k = NC_KNOWN;
@@ -693,8 +972,16 @@ static unsigned name_class_of(struct ctx *c, const char *s)
 		k |= NC_FWD;
 	else if (!strcmp(s, DS_BACKWARD))
 		k |= NC_BWD;
+	if (c->attrib) {
+		struct attrib_ev ev;
+		attrib_nvtx_name(s, &ev);
+		k |= attrib_pack(&ev) << 8;
+	}
 	return k;
 }
+
+/* name_class_of a name that means nothing */
+static unsigned name_plain(struct ctx *c) { return NC_KNOWN | (c->attrib ? ATTRIB_NONE << 8 : 0); }
 
 static unsigned name_class(struct ctx *c, uint64_t name)
 {
@@ -761,6 +1048,323 @@ static inline void check_tot(struct ctx *c, uint64_t seq, const struct dsmt_even
 	}
 }
 
+
+/* ---- attribution -----------------------------------------------------
+ * Every live tensor block has a record (struct arec) of what was known at
+ * its allocation.  Its category (attrib.c) is decided only when it matters:
+ * when it is freed after a peak it was live at (then with its real
+ * lifetime), or when a segment closes with it still live (then from what is
+ * known so far, kept until a step boundary passes).  Each device keeps the
+ * open segment's peak (its first moment) and the sums, by category, of the
+ * blocks live then and freed since; at the segment's close the blocks still
+ * live add to them.  The driver-level snapshot gets the same treatment. */
+
+_Static_assert(DSMT_BK_NCAT == DSMT_NCAT && DSMT_BK_NPHASE == DSMT_NPHASE, "decode.h and attrib.h agree");
+
+static void unres_id(struct ctx *c, uint64_t key) { unresolved(c, &c->unres_py, key); }
+
+/* Packed Python evidence of a PYSTACK id (ATTRIB_NONE: none), cached */
+static uint32_t py_evidence_slow(struct ctx *c, uint32_t id)
+{
+	int created;
+	struct dsmt_hent *h = dsmt_hmap_put(&c->pyev, id, &created);
+	if (!h) {
+		c->nomem = 1;
+		return ATTRIB_NONE;
+	}
+	if (!created)
+		return h->aux;
+	struct attrib_ev ev = {DSMT_CAT_NONE, DSMT_PH_NONE, 0, 0};
+	const struct idxrange *r = range_get(&c->pysmap, c->pys.v, id);
+	if (!r) {
+		unres_id(c, id);
+	} else {
+		struct attrib_frame fs[64], *f = r->n <= 64 ? fs : malloc(r->n * sizeof(*f));
+		if (!f) {
+			c->nomem = 1;
+			return ATTRIB_NONE;
+		}
+		for (uint32_t i = 0; i < r->n; i++) {
+			const struct pycode *pc = pycode_get(c, c->pyframes.v[r->off + 2 * i]);
+			f[i].file = pc ? pc->file : NULL;
+			f[i].qualname = pc ? pc->qual : NULL;
+			if (!pc)
+				unres_id(c, id);
+		}
+		attrib_pystack(f, r->n, &ev);
+		if (f != fs)
+			free(f);
+	}
+	h->aux = attrib_pack(&ev);
+	return h->aux;
+}
+
+static inline uint32_t py_evidence(struct ctx *c, uint32_t id)
+{
+	return id ? py_evidence_slow(c, id) : ATTRIB_NONE;
+}
+
+/* LIB_* of the libraries in a native stack: nccl or a workspace library
+ * anywhere in it (the library that asked for memory), cached */
+static unsigned native_class_slow(struct ctx *c, uint32_t stack)
+{
+	int created;
+	struct dsmt_hent *h = dsmt_hmap_put(&c->natcls, stack, &created);
+	if (!h) {
+		c->nomem = 1;
+		return LIB_OTHER;
+	}
+	if (!created)
+		return h->aux;
+	unsigned k = LIB_OTHER;
+	const struct idxrange *r = range_get(&c->stkmap, c->stk.v, stack);
+	if (!r)
+		unres_id(c, (uint64_t)stack | (uint64_t)1 << 63);
+	for (uint32_t i = 0; r && i < r->n && k == LIB_OTHER; i++) {
+		int m = site_class_now(c, c->ips.v[r->off + i]);
+		if (m == LIB_NCCL || m == LIB_WORKSPACE)
+			k = (unsigned)m;
+	}
+	h->aux = k;
+	return k;
+}
+
+static inline unsigned native_class(struct ctx *c, uint32_t stack)
+{
+	if (!stack)
+		return LIB_OTHER;
+	uint32_t *e = c->natc[stack & (NATC - 1)]; /* [0]: stack, [1]: class */
+	if (e[0] != stack) {
+		e[1] = native_class_slow(c, stack);
+		e[0] = stack;
+	}
+	return e[1];
+}
+
+/* The phase of an event from its evidence; eval: a DeepSpeed forward with
+ * no backward before the next forward (known once that one came) */
+static inline unsigned phase_of(struct ctx *c, unsigned gph, uint32_t pystack, const struct thread *t, uint32_t nvk,
+				int bw_seen, uint32_t fwd)
+{
+	struct attrib_ev py = attrib_unpack(py_evidence(c, pystack)), nv = attrib_unpack(nvk);
+	unsigned ph = attrib_phase(gph, py.phase, t->autograd, nv.phase, bw_seen);
+	if (ph == DSMT_PH_FORWARD && gph == DSMT_PH_FORWARD && fwd && fwd < c->fwds.n && !c->fwds.v[fwd - 1].backward)
+		ph = DSMT_PH_EVAL;
+	return ph;
+}
+
+static unsigned ar_phase(struct ctx *c, struct arec *r)
+{
+	if (!r->ph)
+		r->ph = (uint8_t)phase_of(c, r->gph, r->pystack, &c->thr.v[r->tidx], r->nvk, r->flags & AR_BW_SEEN,
+					  r->fwd);
+	return r->ph;
+}
+
+/* The category of block r (size bytes) freed in phase ph_free (NONE: still
+ * live); *ph: its allocation's phase.  attrib_category's answers are
+ * remembered by their input (attrib_key) in a small direct-mapped table. */
+static unsigned ar_category(struct ctx *c, struct arec *r, uint64_t size, unsigned ph_free, unsigned *ph)
+{
+	struct attrib_in in;
+	in.size = size;
+	in.ph_alloc = (uint8_t)ar_phase(c, r);
+	in.ph_free = (uint8_t)ph_free;
+	in.crossed = r->seg != c->segs.n;
+	in.bw_since = r->bw_gen != c->bw_gen;
+	in.has_py = r->pystack != 0;
+	in.py = attrib_unpack(py_evidence(c, r->pystack));
+	in.nv = attrib_unpack(r->nvk);
+	in.native = (uint8_t)native_class(c, r->stack);
+	in.bucket = (uint8_t)attrib_is_bucket(size, c->bucket_elems);
+	/* consulted only for allocations in backward (attrib.h) */
+	in.param_size = in.ph_alloc == DSMT_PH_BACKWARD && dsmt_hmap_get(&c->psizes, size) != NULL;
+	in.world1 = (uint8_t)c->world1;
+	*ph = in.ph_alloc;
+	uint64_t key = attrib_key(&in);
+	uint64_t *m = c->catmemo[(key ^ key >> 29 ^ key >> 47) & (CATMEMO - 1)];
+	if (m[0] != key) {
+		m[0] = key;
+		m[1] = attrib_category(&in, NULL);
+	}
+	return (unsigned)m[1];
+}
+
+static void psize_add(struct ctx *c, uint64_t size, int d)
+{
+	int created;
+	struct dsmt_hent *h = dsmt_hmap_put(&c->psizes, size, &created);
+	if (!h) {
+		c->nomem = 1;
+		return;
+	}
+	h->v += (uint64_t)d;
+	if (!h->v)
+		dsmt_hmap_del(&c->psizes, size, NULL);
+}
+
+/* The category of a live block (at a snapshot): decided once, again only
+ * after a step boundary passed */
+static unsigned ar_live_cat(struct ctx *c, struct arec *r, uint64_t size, unsigned *ph)
+{
+	if ((r->flags & AR_CAT) && ((r->cat_seg == c->segs.n && r->bw_gen == c->bw_gen) || r->cat_seg != r->seg)) {
+		*ph = ar_phase(c, r);
+		return r->cat;
+	}
+	unsigned cat = ar_category(c, r, size, DSMT_PH_NONE, ph);
+	if (cat != r->cat || !(r->flags & AR_CAT))
+		r->group = UINT32_MAX;
+	r->cat = (uint8_t)cat;
+	r->cat_seg = (uint32_t)c->segs.n;
+	r->flags |= AR_CAT;
+	if ((cat == DSMT_CAT_PARAMETERS || cat == DSMT_CAT_GATHERED) && !(r->flags & AR_PARAM)) {
+		r->flags |= AR_PARAM; /* the gradient size rule */
+		psize_add(c, size, 1);
+	}
+	return cat;
+}
+
+/* A record for a block allocated by e at seq (its index; 0, a record that
+ * means nothing, when memory runs out) */
+static uint32_t ar_new(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
+{
+	uint32_t i;
+	if (!c->ar.n) { /* record 0 */
+		struct arec *z = VPUSH(c->ar);
+		if (!z) {
+			c->nomem = 1;
+			return 0;
+		}
+		memset(z, 0, sizeof(*z));
+	}
+	if (c->ar_free) {
+		i = (uint32_t)(c->ar_free - 1);
+		c->ar_free = c->ar.v[i].seq;
+	} else {
+		struct arec *nr = c->ar.n < UINT32_MAX - 1 ? VPUSH(c->ar) : NULL;
+		if (!nr) {
+			c->nomem = 1;
+			return 0;
+		}
+		i = (uint32_t)(c->ar.n - 1);
+	}
+	struct arec *r = &c->ar.v[i];
+	const struct thread *t = &c->thr.v[e->tidx];
+	r->seq = seq;
+	r->site = e->x;
+	r->seg = (uint32_t)c->segs.n;
+	r->tidx = e->tidx;
+	r->pystack = e->pystack;
+	r->stack = e->stack;
+	r->nvk = t->nvk;
+	r->fwd = c->cur_fwd;
+	r->epoch = (uint32_t)c->epoch;
+	r->cat_seg = 0;
+	r->bw_gen = c->bw_gen;
+	r->group = UINT32_MAX;
+	r->gph = c->ph;
+	r->flags = AR_LIVE | (c->bw_seen ? AR_BW_SEEN : 0);
+	r->size = e->size;
+	r->dev1 = e->dev1;
+	r->cat = 0;
+	r->ph = 0;
+	return i;
+}
+
+static void ar_release(struct ctx *c, uint32_t i, uint64_t size)
+{
+	if (!i)
+		return;
+	struct arec *r = &c->ar.v[i];
+	if (r->flags & AR_PARAM)
+		psize_add(c, size, -1);
+	r->flags = 0;
+	r->seq = c->ar_free;
+	c->ar_free = (uint64_t)i + 1;
+}
+
+static void pend_add(struct pend *p, uint64_t gen, unsigned cat, unsigned ph, uint64_t size)
+{
+	if (p->gen != gen) {
+		memset(p, 0, sizeof(*p));
+		p->gen = gen;
+	}
+	p->cat[cat] += size;
+	if (cat == DSMT_CAT_TEMPORARIES)
+		p->tmp[ph] += size;
+}
+
+static uint32_t group_of(struct ctx *c, uint64_t site, uint64_t pystack, uint64_t stack, unsigned cat);
+
+/* A block live at its device's peak (or snapshot) is freed: its category,
+ * now with its lifetime, into the pending sums */
+static __attribute__((noinline)) void attrib_freed_live(struct ctx *c, const struct dsmt_event *e, struct dev *d,
+							uint64_t size, struct arec *r)
+{
+	const struct thread *t = &c->thr.v[e->tidx];
+	unsigned ph_free = phase_of(c, c->ph, e->pystack, t, t->nvk, c->bw_seen, c->cur_fwd), ph;
+	unsigned cat = ar_category(c, r, size, ph_free, &ph);
+	if (r->seq <= d->pk_seq) {
+		pend_add(&d->pend, d->pk_gen, cat, ph, size);
+		if (c->top) {
+			if (d->tp_gen != d->pk_gen) {
+				d->tpn = 0;
+				d->tp_gen = d->pk_gen;
+			}
+			if (vec_grow((void **)&d->tp, &d->tpcap, d->tpn + 1, sizeof(*d->tp))) {
+				c->nomem = 1;
+				return;
+			}
+			d->tp[d->tpn++] = (struct tpend){group_of(c, r->site, r->pystack, r->stack, cat), size};
+		}
+	}
+	if (d->snap.taken && r->seq <= d->snap.seq)
+		pend_add(&d->snap_pend, d->snap_gen, cat, ph, size);
+}
+
+/* Torch events of autograd threads mark the main thread as past its backward */
+static inline void attrib_thread_seen(struct ctx *c, const struct dsmt_event *e)
+{
+	if (c->ph == DSMT_PH_FORWARD && !c->bw_seen && c->thr.v[e->tidx].autograd) {
+		c->bw_seen = 1;
+		c->bw_gen++;
+	}
+}
+
+static inline void attrib_free(struct ctx *c, const struct dsmt_event *e, struct dev *d, uint64_t size, uint32_t i)
+{
+	attrib_thread_seen(c, e);
+	struct arec *r = &c->ar.v[i];
+	if (__builtin_expect(i == d->pk_idx && d->pk_has && !d->pk_copied, 0)) {
+		d->pk_rec = *r; /* the peak's allocation goes: keep what it was */
+		d->pk_copied = 1;
+	}
+	if (r->seq <= d->pk_seq || (d->snap.taken && r->seq <= d->snap.seq))
+		attrib_freed_live(c, e, d, size, r);
+	ar_release(c, i, size);
+}
+
+/* d reached a new peak at seq: through the allocation of record idx, or
+ * otherwise (idx < 0: a resync, a cudaMallocAsync tensor) */
+static void attrib_peak(struct ctx *c, struct dev *d, uint64_t seq, uint64_t ts, uint32_t tidx, int64_t idx)
+{
+	d->pk_seq = seq;
+	d->pk_ts = ts;
+	d->pk_res_at = d->res;
+	d->pk_gen++;
+	d->pk_has = idx >= 0;
+	d->pk_tidx = tidx;
+	d->pk_node = idx >= 0 ? c->thr.v[tidx].nvtop : 0;
+	d->pk_idx = idx >= 0 ? (uint32_t)idx : 0;
+	d->pk_copied = 0;
+}
+
+/* the record of the allocation that made d's peak */
+static struct arec *pk_record(struct ctx *c, struct dev *d)
+{
+	return d->pk_copied ? &d->pk_rec : &c->ar.v[d->pk_idx];
+}
+
 static void replay_torch_slow(struct ctx *c, uint64_t seq, const struct dsmt_event *e);
 
 /* A tensor block allocated or freed (torch ALLOC/FREE) on device d: the hot
@@ -780,17 +1384,28 @@ static inline __attribute__((always_inline)) void replay_torch_dev(struct ctx *c
 			if (!c->dbl_alloc++)
 				c->dbl_alloc_seq = seq;
 			d->alloc -= h->v;
+			if (c->attrib)
+				ar_release(c, h->aux, h->v);
 		}
 		h->v = e->size;
 		d->alloc += e->size;
-		if (d->alloc > d->pk_alloc)
+		if (c->attrib) {
+			attrib_thread_seen(c, e);
+			h->aux = ar_new(c, seq, e);
+		}
+		if (d->alloc > d->pk_alloc) {
 			d->pk_alloc = d->alloc;
+			if (c->attrib)
+				attrib_peak(c, d, seq, e->ts, e->tidx, h->aux);
+		}
 		d->allocs++;
 	} else {
 		d->frees++;
 		struct dsmt_hent old;
 		if (dsmt_hmap_del(&d->tens, e->ptr, &old)) {
 			d->alloc -= old.v;
+			if (c->attrib)
+				attrib_free(c, e, d, old.v, old.aux);
 		} else if (!c->unk_free++) {
 			c->unk_free_seq = seq;
 			c->unk_free_ptr = e->ptr;
@@ -833,16 +1448,19 @@ static __attribute__((noinline)) void replay_torch_post(struct ctx *c, uint64_t 
 			return;
 		}
 		if (!created) {
-			if (h->aux < c->epoch) { /* freed while paused */
+			uint32_t ep = c->attrib ? c->ar.v[h->aux].epoch : h->aux;
+			if (ep < c->epoch) { /* freed while paused */
 				c->pause_stale++;
 			} else {
 				if (!c->dbl_alloc++)
 					c->dbl_alloc_seq = seq;
 				d->alloc -= h->v;
 			}
+			if (c->attrib)
+				ar_release(c, h->aux, h->v);
 		}
 		h->v = e->size;
-		h->aux = (uint32_t)c->epoch;
+		h->aux = c->attrib ? ar_new(c, seq, e) : (uint32_t)c->epoch;
 		d->alloc += e->size;
 		d->allocs++;
 	} else {
@@ -850,7 +1468,10 @@ static __attribute__((noinline)) void replay_torch_post(struct ctx *c, uint64_t 
 		struct dsmt_hent old;
 		if (dsmt_hmap_del(&d->tens, e->ptr, &old)) {
 			/* an older block may have been freed and its pointer reused while paused */
-			d->alloc -= old.aux < c->epoch ? e->size : old.v;
+			uint32_t ep = c->attrib ? c->ar.v[old.aux].epoch : old.aux;
+			d->alloc -= ep < c->epoch ? e->size : old.v;
+			if (c->attrib)
+				attrib_free(c, e, d, old.v, old.aux);
 		} else { /* allocated while paused */
 			c->pause_unk_free++;
 			d->alloc -= e->size;
@@ -864,11 +1485,16 @@ static __attribute__((noinline)) void replay_torch_post(struct ctx *c, uint64_t 
 		check_tot(c, seq, e, d);
 	}
 	if (e->flags & DSMT_EVF_RES)
-		d->res = e->x; /* tot_reserved (event.h) */
+		d->res = e->res; /* tot_reserved (event.h) */
 	else /* decoded before tot_reserved was kept: replay again with it */
 		c->need_res = 1;
-	if (d->alloc > d->pk_alloc)
+	if (d->alloc > d->pk_alloc) {
 		d->pk_alloc = d->alloc;
+		if (c->attrib) {
+			struct dsmt_hent *h = e->type == DSMT_REC_ALLOC ? dsmt_hmap_get(&d->tens, e->ptr) : NULL;
+			attrib_peak(c, d, seq, e->ts, e->tidx, h ? (int64_t)h->aux : -1);
+		}
+	}
 	if (d->res > d->pk_res)
 		d->pk_res = d->res;
 }
@@ -933,6 +1559,7 @@ static void take_snap(struct dev *d, uint64_t seq, uint64_t ts, uint64_t ptr)
 	s->imported = d->imported;
 	memcpy(s->cat, d->cat, sizeof(s->cat));
 	s->taken = 1;
+	d->snap_gen++; /* attribution: blocks live now and freed later count here */
 	d->snap_ptr = ptr;
 	d->snap_live = 1;
 }
@@ -1526,8 +2153,11 @@ static void replay_rt_alloc(struct ctx *c, uint64_t seq, const struct dsmt_event
 		if (tensor) {
 			d->alloc += e->size;
 			d->allocs++;
-			if (d->alloc > d->pk_alloc)
+			if (d->alloc > d->pk_alloc) {
 				d->pk_alloc = d->alloc;
+				if (c->attrib) /* no record: its bytes are `other` */
+					attrib_peak(c, d, seq, e->ts, e->tidx, -1);
+			}
 		}
 	}
 }
@@ -1632,8 +2262,11 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 				break;
 			d->alloc = e->tot;
 			d->res = e->x;
-			if (d->alloc > d->pk_alloc)
+			if (d->alloc > d->pk_alloc) {
 				d->pk_alloc = d->alloc;
+				if (c->attrib)
+					attrib_peak(c, d, seq, e->ts, e->tidx, -1);
+			}
 			if (d->res > d->pk_res)
 				d->pk_res = d->res;
 			if (d->alloc || d->res)
@@ -1659,8 +2292,10 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 			s->v = nv;
 			s->cap = nc;
 		}
-		s->v[s->n++] = (struct nvtx_ent){e->x, seq, e->ts};
+		struct thread *t = &c->thr.v[e->tidx];
 		unsigned k = name_class(c, e->x);
+		s->v[s->n++] = (struct nvtx_ent){e->x, seq, e->ts, t->nvk, t->nvtop};
+		unsigned ph = 0; /* the process-wide phase from here (attribution) */
 		if ((k & (NC_FWD | NC_BWD)) && is_main_thread(c, e->tidx)) {
 			if (k & NC_FWD) { /* a possible step boundary */
 				struct fwd *f = VPUSH(c->fwds);
@@ -1673,9 +2308,20 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 			} else if (c->fwds.n) {
 				c->fwds.v[c->fwds.n - 1].backward = 1;
 			}
+			ph = k & NC_FWD ? DSMT_PH_FORWARD : DSMT_PH_BACKWARD;
 		}
-		if (k & NC_MARKER)
+		if (k & NC_MARKER) {
 			close_segment(c, seq, e->ts);
+			if (!ph)
+				ph = DSMT_PH_FORWARD; /* a step marker: a step begins */
+		}
+		if (c->attrib) {
+			struct attrib_ev ev = attrib_unpack(k >> 8);
+			t->nvk = attrib_nvtx_push(t->nvk, &ev);
+			nv_push(c, t, e->x);
+			if (ph)
+				set_phase(c, ph, (k & NC_FWD) && ph == DSMT_PH_FORWARD ? (uint32_t)c->fwds.n : 0);
+		}
 		break;
 	}
 	case DSMT_REC_NVTX_POP: {
@@ -1691,8 +2337,18 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 			break;
 		}
 		struct nvtx_ent top = s->v[--s->n];
-		if (name_matches(c, top.name))
+		unsigned k = name_class(c, top.name);
+		if (k & NC_MARKER)
 			end_range(c, top.seq, top.ts, seq, e->ts);
+		if (c->attrib) {
+			struct thread *t = &c->thr.v[e->tidx];
+			t->nvk = top.prev_nvk;
+			t->nvtop = top.prev_top;
+			if (k & NC_MARKER) /* the next step's stretch begins */
+				set_phase(c, DSMT_PH_FORWARD, 0);
+			else if ((k & NC_BWD) && is_main_thread(c, e->tidx))
+				set_phase(c, DSMT_PH_STEP, c->cur_fwd); /* past backward: the optimizer */
+		}
 		break;
 	}
 	case DSMT_REC_NVTX_START:
@@ -1707,12 +2363,17 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 			a->v = seq;
 			b->v = e->ts;
 			close_segment(c, seq, e->ts);
+			if (c->attrib)
+				set_phase(c, DSMT_PH_FORWARD, 0);
 		}
 		break;
 	case DSMT_REC_NVTX_END: {
 		struct dsmt_hent a, b;
-		if (dsmt_hmap_del(&c->open_seq, e->size, &a) && dsmt_hmap_del(&c->open_ts, e->size, &b))
+		if (dsmt_hmap_del(&c->open_seq, e->size, &a) && dsmt_hmap_del(&c->open_ts, e->size, &b)) {
 			end_range(c, a.v, b.v, seq, e->ts);
+			if (c->attrib)
+				set_phase(c, DSMT_PH_FORWARD, 0);
+		}
 		break;
 	}
 	case DSMT_REC_NVTX_MARK:
@@ -1724,11 +2385,243 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 				break;
 			}
 			*m = (struct mark){seq, e->ts};
+			if (c->attrib)
+				set_phase(c, DSMT_PH_FORWARD, 0);
 		}
 		break;
 	default:
 		break;
 	}
+}
+
+
+/* ---- attribution: groups, segments ----------------------------------- */
+
+static uint64_t gkey_hash(const struct gkey *k)
+{
+	uint64_t h = k->site * 0x9E3779B97F4A7C15ULL;
+	h ^= (h >> 29) ^ k->pystack * 0xBF58476D1CE4E5B9ULL;
+	h ^= (h >> 31) ^ k->stack * 0x94D049BB133111EBULL;
+	h ^= (h >> 30) ^ (uint64_t)k->cat * 0xD6E8FEB86659FD93ULL;
+	return h ? h : 1;
+}
+
+/* The group of (site, Python stack, native stack, category), interned */
+static uint32_t group_of(struct ctx *c, uint64_t site, uint64_t pystack, uint64_t stack, unsigned cat)
+{
+	struct gkey k = {site, pystack, stack, cat};
+	for (uint64_t h = gkey_hash(&k);; h = h * 0x2545F4914F6CDD1DULL + 1) {
+		if (!h)
+			h = 1;
+		int created;
+		struct dsmt_hent *e = dsmt_hmap_put(&c->gmap, h, &created);
+		if (!e) {
+			c->nomem = 1;
+			return 0;
+		}
+		if (!created) {
+			const struct gkey *o = &c->gk.v[e->v];
+			if (o->site == k.site && o->pystack == k.pystack && o->stack == k.stack && o->cat == k.cat)
+				return (uint32_t)e->v;
+			continue;
+		}
+		struct gkey *n = VPUSH(c->gk);
+		struct gacc *a = n ? VPUSH(c->gacc) : NULL;
+		if (!n || !a) {
+			c->nomem = 1;
+			dsmt_hmap_del(&c->gmap, h, NULL);
+			return 0;
+		}
+		*n = k;
+		memset(a, 0, sizeof(*a));
+		e->v = c->gk.n - 1;
+		return (uint32_t)e->v;
+	}
+}
+
+static void gacc_add(struct ctx *c, uint32_t g, uint64_t bytes, uint64_t count, uint64_t tag)
+{
+	if (g >= c->gacc.n)
+		return;
+	struct gacc *a = &c->gacc.v[g];
+	if (a->tag != tag) {
+		a->tag = tag;
+		a->bytes = a->count = 0;
+		uint32_t *t = VPUSH(c->gtouch);
+		if (!t) {
+			c->nomem = 1;
+			return;
+		}
+		*t = g;
+	}
+	a->bytes += bytes;
+	a->count += count;
+}
+
+/* the top N of the touched groups by bytes (ties: the older group) into tops */
+static void top_select(struct ctx *c, struct segattr *sa)
+{
+	sa->top_off = (uint32_t)c->tops.n;
+	sa->ntop = 0;
+	for (int k = 0; k < c->top; k++) {
+		size_t best = SIZE_MAX;
+		for (size_t i = 0; i < c->gtouch.n; i++) {
+			uint32_t g = c->gtouch.v[i];
+			if (g == UINT32_MAX || !c->gacc.v[g].bytes)
+				continue;
+			if (best == SIZE_MAX || c->gacc.v[g].bytes > c->gacc.v[c->gtouch.v[best]].bytes ||
+			    (c->gacc.v[g].bytes == c->gacc.v[c->gtouch.v[best]].bytes && g < c->gtouch.v[best]))
+				best = i;
+		}
+		if (best == SIZE_MAX)
+			break;
+		uint32_t g = c->gtouch.v[best];
+		struct topent *t = VPUSH(c->tops);
+		if (!t) {
+			c->nomem = 1;
+			return;
+		}
+		*t = (struct topent){g, c->gacc.v[g].bytes, c->gacc.v[g].count};
+		c->gtouch.v[best] = UINT32_MAX;
+		sa->ntop++;
+	}
+}
+
+/* The categories add up to the level: what is not attributed to a block (a
+ * resync after a pause, torch's cudaMallocAsync backend) is `other`; blocks
+ * from before a resume (stale: by category) may have been freed while
+ * paused, so an excess comes off their categories, the largest first. */
+static void bk_fill(uint64_t *cat, uint64_t *stale, uint64_t level, uint64_t res)
+{
+	uint64_t sum = 0;
+	for (unsigned k = 0; k < DSMT_NCAT_ALLOC; k++)
+		sum += cat[k];
+	if (level > sum)
+		cat[DSMT_CAT_OTHER] += level - sum;
+	for (uint64_t excess = sum > level ? sum - level : 0; excess && stale;) {
+		unsigned m = 0;
+		for (unsigned k = 1; k < DSMT_NCAT_ALLOC; k++)
+			if (stale[k] > stale[m])
+				m = k;
+		if (!stale[m])
+			break;
+		uint64_t x = stale[m] < excess ? stale[m] : excess;
+		stale[m] -= x;
+		cat[m] -= x;
+		excess -= x;
+	}
+	cat[DSMT_CAT_CACHED] = res > level ? res - level : 0;
+}
+
+/* A segment closes at (seq, ts): per device the categories at its peak and
+ * at its end (the stats at off were just taken); then the next segment's
+ * peak starts here. */
+static void attrib_close_seg(struct ctx *c, size_t off, uint64_t seq, uint64_t ts)
+{
+	if (vec_grow((void **)&c->sattr.v, &c->sattr.cap, off + c->maxdev1, sizeof(*c->sattr.v))) {
+		c->nomem = 1;
+		return;
+	}
+	c->sattr.n = off + c->maxdev1;
+	memset(&c->sattr.v[off], 0, c->maxdev1 * sizeof(*c->sattr.v));
+	uint64_t (*stale)[2][DSMT_NCAT] = calloc(c->maxdev1 ? c->maxdev1 : 1, sizeof(*stale));
+	if (!stale) {
+		c->nomem = 1;
+		return;
+	}
+	/* the live blocks: without --top in one sweep over the (dense) records,
+	 * with it device by device (the groups are counted per device) */
+	for (unsigned dv = c->top ? 1 : 0; dv <= (c->top ? c->maxdev1 : 0); dv++) {
+		uint64_t tag = 0;
+		if (c->top) {
+			if (!c->dev[dv])
+				continue;
+			tag = ++c->gtag;
+			c->gtouch.n = 0;
+		}
+		size_t it = 0;
+		struct dsmt_hent *h = NULL;
+		for (size_t i = 1;; i++) {
+			struct arec *r;
+			if (c->top) {
+				if (!(h = dsmt_hmap_next(&c->dev[dv]->tens, &it)))
+					break;
+				r = &c->ar.v[h->aux];
+			} else {
+				if (i >= c->ar.n)
+					break;
+				r = &c->ar.v[i];
+				if (!(r->flags & AR_LIVE))
+					continue;
+			}
+			unsigned d1 = r->dev1;
+			struct dev *d = d1 && d1 <= c->maxdev1 ? c->dev[d1] : NULL;
+			if (!d)
+				continue;
+			struct segattr *sa = &c->sattr.v[off + d1 - 1];
+			unsigned ph, cat = ar_live_cat(c, r, r->size, &ph);
+			int st = r->epoch < c->epoch;
+			sa->end_cat[cat] += r->size;
+			if (st)
+				stale[d1 - 1][1][cat] += r->size;
+			if (cat == DSMT_CAT_TEMPORARIES)
+				sa->end_tmp[ph] += r->size;
+			if (r->seq > d->pk_seq)
+				continue;
+			sa->pk_cat[cat] += r->size;
+			if (st)
+				stale[d1 - 1][0][cat] += r->size;
+			if (cat == DSMT_CAT_TEMPORARIES)
+				sa->pk_tmp[ph] += r->size;
+			if (c->top) {
+				if (r->group == UINT32_MAX)
+					r->group = group_of(c, r->site, r->pystack, r->stack, cat);
+				gacc_add(c, r->group, r->size, 1, tag);
+			}
+		}
+		if (c->top) {
+			struct dev *d = c->dev[dv];
+			if (d->tp_gen == d->pk_gen)
+				for (size_t k = 0; k < d->tpn; k++)
+					gacc_add(c, d->tp[k].g, d->tp[k].bytes, 1, tag);
+			top_select(c, &c->sattr.v[off + dv - 1]);
+		}
+	}
+	for (unsigned dv = 1; dv <= c->maxdev1; dv++) {
+		struct segattr *sa = &c->sattr.v[off + dv - 1];
+		struct dev *d = c->dev[dv];
+		if (!d)
+			continue;
+		const struct segstat *st = &c->stats.v[off + dv - 1];
+		if (d->pend.gen == d->pk_gen) {
+			for (unsigned k = 0; k < DSMT_NCAT; k++)
+				sa->pk_cat[k] += d->pend.cat[k];
+			for (unsigned k = 0; k < DSMT_NPHASE; k++)
+				sa->pk_tmp[k] += d->pend.tmp[k];
+		}
+		bk_fill(sa->pk_cat, stale[dv - 1][0], st->pk_alloc, d->pk_res_at);
+		bk_fill(sa->end_cat, stale[dv - 1][1], st->end_alloc, st->end_res);
+		/* a DeepSpeed forward known now to have had no backward: its
+		 * temporaries were freed before that was known */
+		if (c->cur_fwd && c->cur_fwd < c->fwds.n && !c->fwds.v[c->cur_fwd - 1].backward &&
+		    c->ph == DSMT_PH_FORWARD) {
+			sa->pk_tmp[DSMT_PH_EVAL] += sa->pk_tmp[DSMT_PH_FORWARD];
+			sa->end_tmp[DSMT_PH_EVAL] += sa->end_tmp[DSMT_PH_FORWARD];
+			sa->pk_tmp[DSMT_PH_FORWARD] = sa->end_tmp[DSMT_PH_FORWARD] = 0;
+		}
+		sa->pk_ts = d->pk_ts;
+		sa->pk_node = d->pk_has ? d->pk_node : 0;
+		sa->pk_phase = (uint8_t)(d->pk_has ? ar_phase(c, pk_record(c, d)) : 0);
+		/* the next segment's peak: its start */
+		d->pk_seq = seq;
+		d->pk_ts = ts;
+		d->pk_res_at = d->res;
+		d->pk_gen++;
+		d->pk_has = 0;
+		d->pk_node = 0;
+		d->pk_idx = 0;
+	}
+	free(stale);
 }
 
 /* ---- record stream -------------------------------------------------- */
@@ -1751,6 +2644,8 @@ static const char *rec_name(unsigned t)
 	case DSMT_REC_MODULE: return "MODULE";
 	case DSMT_REC_THREAD: return "THREAD";
 	case DSMT_REC_FLUSH: return "FLUSH";
+	case DSMT_REC_PYCODE: return "PYCODE";
+	case DSMT_REC_PYSTACK: return "PYSTACK";
 	case DSMT_REC_ALLOC: return "ALLOC";
 	case DSMT_REC_FREE: return "FREE";
 	case DSMT_REC_OOM: return "OOM";
@@ -1786,9 +2681,14 @@ enum { F1_VALUE, F1_N };                     /* NVTX_END: range_id; LOST: count 
 enum { FT_DEV1, FT_TOT_ALLOC, FT_TOT_RES, FT_N }; /* PAUSE, RESUME (totals absolute) */
 enum { FD_OP, FD_VIA, FD_DEV1, FD_SDPTR, FD_SIZE, FD_AUX, FD_STACK, FD_SDSITE, FD_N }; /* DRV */
 enum { FR_VIA, FR_REASON, FR_NAME, FR_N };   /* SOURCE */
-#define EV_FIELDS_MAX (FA_N + 2)             /* + dseq, dts */
+#define EV_FIELDS_MAX (FA_N + 3)             /* + dseq, dts, pystack */
 _Static_assert((int)FD_N <= (int)FA_N, "EV_FIELDS_MAX covers DRV");
 _Static_assert(DSMT_FRAME_PAD >= 8 * (EV_FIELDS_MAX + 1), "ev_fields reads past the payload");
+/* the events that may carry a trailing pystack field after dts (format 1.2) */
+static const uint8_t has_pystack[256] = {
+	[DSMT_REC_ALLOC] = 1, [DSMT_REC_FREE] = 1, [DSMT_REC_OOM] = 1, [DSMT_REC_DRV] = 1,
+	[DSMT_REC_NVTX_PUSH] = 1, [DSMT_REC_NVTX_START] = 1, [DSMT_REC_NVTX_MARK] = 1,
+};
 
 static const uint8_t is_event[256] = {
 	[DSMT_REC_ALLOC] = 1, [DSMT_REC_FREE] = 1, [DSMT_REC_OOM] = 1, [DSMT_REC_NVTX_PUSH] = 1,
@@ -1881,25 +2781,30 @@ static inline __attribute__((always_inline)) void ev_fields_checked(const unsign
  * decode again on the checked path.  The fast path reads at most 8 bytes
  * past the 8-byte fields of the record, which DSMT_FRAME_PAD (128) covers.
  * Little-endian hosts only (x86-64, aarch64), like the writer. */
-static inline __attribute__((always_inline)) void ev_fields(const unsigned want, const uint8_t *pl,
-							   size_t pn, uint64_t *f, int *bad)
+static inline __attribute__((always_inline)) void ev_fields(const unsigned want, const unsigned opt,
+							   const uint8_t *pl, size_t pn, uint64_t *f, int *bad)
 {
 	const uint8_t *q = pl;
 	int slow = 0;
 #pragma GCC unroll 16
 	for (unsigned i = 0; i < want; i++)
 		f[i] = get_var8(&q, &slow);
+	if (opt) { /* one trailing field that may be absent (format 1.2: pystack) */
+		f[want] = 0;
+		if (q < pl + pn)
+			f[want] = get_var8(&q, &slow);
+	}
 	if (__builtin_expect(!slow && q <= pl + pn, 1))
 		return;
-	ev_fields_checked(want, pl, pn, f, bad);
+	ev_fields_checked(want + opt, pl, pn, f, bad);
 }
 
 /* ev_fields for ALLOC/FREE, the bulk of every trace: the fields that are
  * one byte in nearly every record (api dev1, then stream stack sdsite
  * stot_alloc stot_reserved dseq dts) are checked and taken a word at a time;
- * sdptr and size one by one.  Same results as ev_fields(FA_N + 2, ...),
- * except that with all = 0 (the replay) stream and stack may be left unset,
- * and stot_reserved too unless res. */
+ * sdptr and size one by one; then pystack when the payload holds it.  Same
+ * results as ev_fields(FA_N + 3, ...), except that with all = 0 (the replay)
+ * stream may be left unset, and stot_reserved too unless res. */
 static inline __attribute__((always_inline)) void mem_fields(const uint8_t *pl, size_t pn, uint64_t *f,
 							    int *bad, const int all, const int res)
 {
@@ -1923,8 +2828,7 @@ static inline __attribute__((always_inline)) void mem_fields(const uint8_t *pl, 
 	if (__builtin_expect(!(w & 0x0080808080808080ULL), 1)) { /* the 7 fields left: one byte each */
 #pragma GCC unroll 8
 		for (unsigned i = 0; i < 7; i++)
-			if (all || (FA_STREAM + i != FA_STREAM && FA_STREAM + i != FA_STACK &&
-				    (res || FA_STREAM + i != FA_STOT_RES)))
+			if (all || (FA_STREAM + i != FA_STREAM && (res || FA_STREAM + i != FA_STOT_RES)))
 				f[FA_STREAM + i] = (w >> (8 * i)) & 0xff;
 		q += 7;
 	} else {
@@ -1932,17 +2836,22 @@ static inline __attribute__((always_inline)) void mem_fields(const uint8_t *pl, 
 		for (unsigned i = FA_STREAM; i < FA_N + 2; i++)
 			f[i] = get_var8(&q, &slow);
 	}
+	f[FA_N + 2] = 0;
+	if (__builtin_expect(q < pl + pn, 0)) /* format 1.2: pystack */
+		f[FA_N + 2] = get_var8(&q, &slow);
 	if (__builtin_expect(!slow && q <= pl + pn, 1))
 		return;
-	ev_fields_checked(FA_N + 2, pl, pn, f, bad);
+	ev_fields_checked(FA_N + 3, pl, pn, f, bad);
 }
 
 static inline uint8_t clamp8(uint64_t v) { return v > 255 ? 255 : (uint8_t)v; }
+static inline uint32_t clamp32(uint64_t v) { return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v; }
 
 /* Fields of an event that only --dump prints. */
 struct evx {
 	uint64_t stream, stack, tot_res;
 	uint64_t op, via, dev1; /* DRV: as recorded (event.h clamps them) */
+	uint64_t pystack;       /* as recorded */
 };
 
 static inline int is_mem(unsigned type) { return (type | 1) == DSMT_REC_FREE; } /* ALLOC, FREE */
@@ -1962,30 +2871,30 @@ static inline __attribute__((always_inline)) unsigned ev_parse(const int mem, co
 	}
 	switch (type) {
 	case DSMT_REC_OOM:
-		ev_fields(FO_N + 2, pl, pn, f, bad);
+		ev_fields(FO_N + 2, 1, pl, pn, f, bad);
 		return FO_N;
 	case DSMT_REC_NVTX_PUSH:
 	case DSMT_REC_NVTX_MARK:
-		ev_fields(FN_N + 2, pl, pn, f, bad);
+		ev_fields(FN_N + 2, 1, pl, pn, f, bad);
 		return FN_N;
 	case DSMT_REC_NVTX_POP:
-		ev_fields(FP_N + 2, pl, pn, f, bad);
+		ev_fields(FP_N + 2, 0, pl, pn, f, bad);
 		return FP_N;
 	case DSMT_REC_NVTX_START:
-		ev_fields(FS_N + 2, pl, pn, f, bad);
+		ev_fields(FS_N + 2, 1, pl, pn, f, bad);
 		return FS_N;
 	case DSMT_REC_PAUSE:
 	case DSMT_REC_RESUME:
-		ev_fields(FT_N + 2, pl, pn, f, bad);
+		ev_fields(FT_N + 2, 0, pl, pn, f, bad);
 		return FT_N;
 	case DSMT_REC_DRV:
-		ev_fields(FD_N + 2, pl, pn, f, bad);
+		ev_fields(FD_N + 2, 1, pl, pn, f, bad);
 		return FD_N;
 	case DSMT_REC_SOURCE:
-		ev_fields(FR_N + 2, pl, pn, f, bad);
+		ev_fields(FR_N + 2, 0, pl, pn, f, bad);
 		return FR_N;
 	default: /* DSMT_REC_NVTX_END, DSMT_REC_LOST */
-		ev_fields(F1_N + 2, pl, pn, f, bad);
+		ev_fields(F1_N + 2, 0, pl, pn, f, bad);
 		return F1_N;
 	}
 }
@@ -2002,6 +2911,8 @@ static inline __attribute__((always_inline)) void ev_fill(const int mem, struct 
 {
 	e->ts = t->ts += f[n + 1];
 	e->flags = 0;
+	e->stack = 0;
+	e->pystack = has_pystack[type] ? clamp32(f[n + 2]) : 0;
 	if (mem) {
 		if (__builtin_expect((f[FA_API] | f[FA_DEV1]) < 256, 1)) {
 			e->api = (uint8_t)f[FA_API];
@@ -2021,11 +2932,12 @@ static inline __attribute__((always_inline)) void ev_fill(const int mem, struct 
 			e->flags = DSMT_EVF_TOT;
 			if (x) {
 				x->tot_res = t->tot_res += (uint64_t)dsmt_dec_unzigzag(f[FA_STOT_RES]);
-			} else if (res) { /* the replay of a trace with pauses: the totals, not the site */
-				e->x = t->tot_res += (uint64_t)dsmt_dec_unzigzag(f[FA_STOT_RES]);
+			} else if (res) { /* the replay of a trace with pauses: tot_reserved too */
+				e->res = t->tot_res += (uint64_t)dsmt_dec_unzigzag(f[FA_STOT_RES]);
 				e->flags = DSMT_EVF_TOT | DSMT_EVF_RES;
 			}
 		}
+		e->stack = clamp32(f[FA_STACK]);
 		if (x) {
 			x->stream = f[FA_STREAM];
 			x->stack = f[FA_STACK];
@@ -2041,6 +2953,7 @@ static inline __attribute__((always_inline)) void ev_fill(const int mem, struct 
 		e->size = f[FO_SIZE];
 		e->tot = f[FO_TOT_ALLOC];
 		e->x = t->site += (uint64_t)dsmt_dec_unzigzag(f[FO_SDSITE]);
+		e->stack = clamp32(f[FO_STACK]);
 		if (x) {
 			x->stack = f[FO_STACK];
 			x->tot_res = f[FO_TOT_RES];
@@ -2075,6 +2988,7 @@ static inline __attribute__((always_inline)) void ev_fill(const int mem, struct 
 		e->size = f[FD_SIZE];
 		e->tot = f[FD_AUX];
 		e->x = t->site += (uint64_t)dsmt_dec_unzigzag(f[FD_SDSITE]);
+		e->stack = clamp32(f[FD_STACK]);
 		if (x) {
 			x->stack = f[FD_STACK];
 			x->op = f[FD_OP];
@@ -2172,6 +3086,8 @@ static void dump_event(struct ctx *c, const struct thread *t, unsigned type, uin
 		break;
 	}
 	}
+	if (x.pystack)
+		fprintf(df, " pystack=%" PRIu64, x.pystack);
 	fputc('\n', df);
 }
 
@@ -2226,8 +3142,9 @@ static inline __attribute__((always_inline)) int event_record(struct ctx *c, str
 		return 0;
 	}
 	/* dump */
-	struct evx x = {0, 0, 0, 0, 0, 0};
+	struct evx x = {0, 0, 0, 0, 0, 0, 0};
 	ev_fill(mem, t, type, f, n, &ev, &x, 1);
+	x.pystack = has_pystack[type] ? f[n + 2] : 0;
 	dump_event(c, t, type, seq, &ev, &x, fidx);
 	return 0;
 }
@@ -2342,6 +3259,8 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 		case DSMT_REC_STACK: {
 			uint64_t id = dsmt_cur_u(&cu), n = dsmt_cur_u(&cu);
 			if (mode != PASS_DUMP) {
+				if (defs && !cu.bad)
+					stack_add(c, id, n, &cu);
 				if (cu.bad)
 					return damage(c, rec, "malformed STACK record");
 				break;
@@ -2364,6 +3283,49 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 				return damage(c, rec, "malformed STACK record");
 			break;
 		}
+		case DSMT_REC_PYCODE: {
+			uint64_t id = dsmt_cur_u(&cu);
+			size_t fn, qn, ln;
+			const uint8_t *file = dsmt_cur_str(&cu, &fn);
+			const uint8_t *qual = dsmt_cur_str(&cu, &qn);
+			uint64_t first = dsmt_cur_u(&cu);
+			const uint8_t *lt = dsmt_cur_str(&cu, &ln);
+			uint64_t pyver = dsmt_cur_u(&cu);
+			if (cu.bad)
+				return damage(c, rec, "malformed PYCODE record");
+			if (defs) {
+				pycode_add(c, id, file, fn, qual, qn, first, lt, ln, pyver);
+			} else if (mode == PASS_DUMP) {
+				fprintf(df, "%u PYCODE id=%" PRIu64 " file=", fidx, id);
+				put_esc(df, (const char *)file, fn);
+				fputs(" qualname=", df);
+				put_esc(df, (const char *)qual, qn);
+				fprintf(df, " firstlineno=%" PRIu64 " pyver=%" PRIu64 " linetable=%zu\n", first, pyver, ln);
+			}
+			break;
+		}
+		case DSMT_REC_PYSTACK: {
+			uint64_t id = dsmt_cur_u(&cu), n = dsmt_cur_u(&cu);
+			if (defs && !cu.bad) {
+				struct dsmt_cur c2 = cu;
+				pystack_add(c, id, n, &c2);
+			}
+			if (mode == PASS_DUMP) {
+				fprintf(df, "%u PYSTACK id=%" PRIu64 " frames=", fidx, id);
+				for (uint64_t i = 0; i < n && !cu.bad && cu.p < cu.end; i++) {
+					uint64_t code = dsmt_cur_u(&cu), instr = dsmt_cur_u(&cu);
+					if (i == STACK_DUMP_MAX) {
+						fputs(",...", df);
+						break;
+					}
+					fprintf(df, "%s%" PRIu64 ":%" PRIu64, i ? "," : "", code, instr);
+				}
+				fputc('\n', df);
+			}
+			if (cu.bad)
+				return damage(c, rec, "malformed PYSTACK record");
+			break;
+		}
 		case DSMT_REC_MODULE: {
 			struct module m = {0};
 			m.base = dsmt_cur_u(&cu);
@@ -2384,6 +3346,10 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 				}
 				m.is_torch = is_torch_path(m.path);
 				m.cls = path_class(m.path);
+				if (bn && (m.bid = malloc(bn))) {
+					memcpy(m.bid, bid, bn);
+					m.bn = bn;
+				}
 				struct module *slot = VPUSH(c->mods);
 				if (!slot) {
 					free(m.path);
@@ -2399,6 +3365,7 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 					}
 					*tm = m;
 					tm->path = NULL;
+					tm->bid = NULL;
 				}
 			} else if (mode == PASS_DUMP) {
 				fprintf(df, "%u MODULE base=0x%" PRIx64 " lo=0x%" PRIx64 " hi=0x%" PRIx64 " path=", fidx,
@@ -2436,14 +3403,17 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 					return damage(c, rec, "out of memory");
 				}
 				memset(t, 0, sizeof(*t));
+				t->nvk = ATTRIB_NONE;
 				t->tid = tid;
 				t->idx = (uint32_t)(c->thr.n - 1);
 				t->gen = 0;
 				h->v = c->thr.n - 1;
 			}
 			struct thread *t = &c->thr.v[h->v];
-			if (nn && !t->name)
+			if (nn && !t->name) {
 				t->name = dupn(name, nn);
+				t->autograd = attrib_thread_is_autograd(t->name);
+			}
 			if (t->gen != c->gen) { /* first use in this frame: delta state restarts at 0 */
 				t->gen = c->gen;
 				t->seq = t->ts = t->ptr = t->site = t->tot_alloc = t->tot_res = 0;
@@ -2507,6 +3477,8 @@ static void run_pass(struct ctx *c, int mode)
 		return;
 	}
 	c->is_header = 0;
+	if (mode == PASS_REPLAY && c->attrib)
+		attrib_config(c);
 	for (;;) {
 		const uint8_t *buf;
 		size_t len;
@@ -2556,9 +3528,22 @@ static void replay_reset(struct ctx *c)
 	for (unsigned i = 0; i < 256; i++) {
 		if (c->dev[i]) {
 			dsmt_hmap_free(&c->dev[i]->tens);
+			free(c->dev[i]->tp);
 			free(c->dev[i]);
 		}
 	}
+	free(c->ar.v);
+	free(c->nvn.v);
+	dsmt_hmap_free(&c->pyev);
+	dsmt_hmap_free(&c->natcls);
+	dsmt_hmap_free(&c->psizes);
+	dsmt_hmap_free(&c->unres_py);
+	free(c->sattr.v);
+	free(c->tops.v);
+	free(c->gk.v);
+	dsmt_hmap_free(&c->gmap);
+	free(c->gacc.v);
+	free(c->gtouch.v);
 	dsmt_hmap_free(&c->rt);
 	dsmt_hmap_free(&c->dm);
 	dsmt_hmap_free(&c->hnd);
@@ -2577,11 +3562,41 @@ static void replay_reset(struct ctx *c)
 		free(t->ds);
 		t->ds = NULL;
 		t->nds = 0;
+		t->nvk = ATTRIB_NONE;
+		t->nvtop = 0;
 	}
 	memset(&c->ro, 0, sizeof(*c) - offsetof(struct ctx, ro));
 	dsmt_reorder_init(&c->ro, c->o ? c->o->reorder_max : 0);
 	c->sample_due = UINT64_MAX;
 	c->src_via = SRC_UNKNOWN;
+	c->ph = DSMT_PH_INIT;
+}
+
+/* reduce_bucket_size in elements (attrib_bucket_elems): from the recorded
+ * command line; DeepSpeed's default when the process runs DeepSpeed (its
+ * command line, its Python files or its NVTX names say so) */
+static uint64_t bucket_config(struct ctx *c)
+{
+	const struct dsmt_meta *m = NULL;
+	for (size_t i = 0; i < c->meta.n; i++)
+		if (!strcmp(c->meta.v[i].key, "cmdline"))
+			m = &c->meta.v[i];
+	int ds = 0;
+	for (const char *a = m ? m->val : NULL, *end = m ? m->val + m->val_len : NULL; a && a < end && !ds;
+	     a += strlen(a) + 1)
+		ds = strstr(a, "deepspeed") != NULL;
+	for (size_t i = 0; i < c->pyc.n && !ds; i++)
+		ds = c->pyc.v[i].file && strstr(c->pyc.v[i].file, "deepspeed/") != NULL;
+	for (size_t i = 0; i < c->strs.n && !ds; i++)
+		ds = !strncmp(c->arena + c->strs.v[i].off, "DeepSpeed", 9);
+	return attrib_bucket_elems(m ? m->val : NULL, m ? m->val_len : 0, ds);
+}
+
+static void attrib_config(struct ctx *c)
+{
+	c->bucket_elems = bucket_config(c);
+	const char *ws = meta_get(c->meta.v, c->meta.n, "world_size");
+	c->world1 = ws && !strcmp(ws, "1");
 }
 
 /* Did a decision taken before its definition arrived turn out wrong? */
@@ -2589,15 +3604,30 @@ static int replay_stale(struct ctx *c)
 {
 	if (c->unres_overflow)
 		return 1;
+	if (c->attrib && bucket_config(c) != c->bucket_elems)
+		return 1;
 	size_t i = 0;
 	struct dsmt_hent *h;
 	while ((h = dsmt_hmap_next(&c->unres_sites, &i)))
 		if (site_is_torch(c, h->key) || (c->has_drv && site_class(c, h->key) > CLS_OTHER))
 			return 1; /* reserved, or a driver-level category, was decided without it */
 	i = 0;
+	while ((h = dsmt_hmap_next(&c->unres_py, &i))) { /* a PYSTACK, its PYCODEs, or a STACK came late */
+		uint64_t id = h->key & ~((uint64_t)1 << 63);
+		if (h->key >> 63) {
+			if (dsmt_hmap_get(&c->stkmap, id))
+				return 1;
+			continue;
+		}
+		const struct idxrange *r = range_get(&c->pysmap, c->pys.v, id);
+		for (uint32_t k = 0; r && k < r->n; k++)
+			if (pycode_get(c, c->pyframes.v[r->off + 2 * k]))
+				return 1;
+	}
+	i = 0;
 	while ((h = dsmt_hmap_next(&c->unres_names, &i))) {
 		const char *s = str_get(c, h->key, NULL);
-		if (s && name_class_of(c, s) != NC_KNOWN)
+		if (s && name_class_of(c, s) != name_plain(c))
 			return 1;
 	}
 	return 0;
@@ -2620,9 +3650,24 @@ static void ctx_free(struct ctx *c)
 	dsmt_hmap_free(&c->strmap);
 	free(c->strs.v);
 	free(c->arena);
-	for (size_t i = 0; i < c->mods.n; i++)
+	for (size_t i = 0; i < c->mods.n; i++) {
 		free(c->mods.v[i].path);
+		free(c->mods.v[i].bid);
+	}
 	free(c->mods.v);
+	for (size_t i = 0; i < c->pyc.n; i++) {
+		free(c->pyc.v[i].file);
+		free(c->pyc.v[i].qual);
+		free(c->pyc.v[i].lt);
+	}
+	free(c->pyc.v);
+	free(c->pys.v);
+	free(c->stk.v);
+	free(c->pyframes.v);
+	free(c->ips.v);
+	dsmt_hmap_free(&c->pycmap);
+	dsmt_hmap_free(&c->pysmap);
+	dsmt_hmap_free(&c->stkmap);
 	free(c->torch.v);
 	for (size_t i = 0; i < c->meta.n; i++) {
 		free(c->meta.v[i].key);
@@ -2753,6 +3798,265 @@ static int dev_shown(struct ctx *c, unsigned dev1)
 	return d && (d->used || (c->has_drv && d->run_pk));
 }
 
+
+/* ---- attribution: reports ------------------------------------------- */
+
+#define GROWTH_MIN_STEPS 3
+
+/* The attribution of row r from its interval's aggregate a (top entries
+ * name groups until render_sites turns them into sites).  0 or -1. */
+static int attrib_row(struct ctx *c, struct dsmt_row *r, const struct segstat *a, uint64_t t0, uint64_t unit)
+{
+	const struct segattr *pk = &c->sattr.v[a->pk_si], *en = &c->sattr.v[a->end_si];
+	memcpy(r->peak_bk.cat, pk->pk_cat, sizeof(r->peak_bk.cat));
+	memcpy(r->peak_bk.tmp_phase, pk->pk_tmp, sizeof(r->peak_bk.tmp_phase));
+	memcpy(r->end_bk.cat, en->end_cat, sizeof(r->end_bk.cat));
+	memcpy(r->end_bk.tmp_phase, en->end_tmp, sizeof(r->end_bk.tmp_phase));
+	r->peak_phase = pk->pk_phase;
+	r->peak_ts_ns = t0 + pk->pk_ts * unit;
+	size_t n = 0;
+	for (uint32_t k = pk->pk_node; k && k < c->nvn.n && n < NVTX_DEPTH_MAX; k = c->nvn.v[k].parent)
+		n++;
+	if (n) {
+		if (!(r->peak_nvtx = calloc(n, sizeof(char *))))
+			return -1;
+		r->npeak_nvtx = n;
+		size_t i = n;
+		for (uint32_t k = pk->pk_node; i; k = c->nvn.v[k].parent) {
+			const char *s = str_get(c, c->nvn.v[k].name, NULL);
+			char num[32];
+			if (!s) {
+				snprintf(num, sizeof(num), "%" PRIu64, c->nvn.v[k].name);
+				s = num;
+			}
+			if (!(r->peak_nvtx[--i] = strdup(s)))
+				return -1;
+		}
+	}
+	if (pk->ntop) {
+		if (!(r->top = calloc(pk->ntop, sizeof(*r->top))))
+			return -1;
+		r->ntop = pk->ntop;
+		for (uint32_t i = 0; i < pk->ntop; i++) {
+			const struct topent *t = &c->tops.v[pk->top_off + i];
+			r->top[i] = (struct dsmt_top){t->bytes, t->count, c->gk.v[t->g].cat, t->g};
+		}
+	}
+	return 0;
+}
+
+struct gsurv { /* a live block at the end of the run, by device, group and step */
+	unsigned dv;
+	uint32_t g;
+	int step;
+	uint64_t bytes;
+};
+
+static int cmp_gsurv(const void *x, const void *y)
+{
+	const struct gsurv *a = x, *b = y;
+	if (a->dv != b->dv)
+		return a->dv < b->dv ? -1 : 1;
+	if (a->g != b->g)
+		return a->g < b->g ? -1 : 1;
+	return (a->step > b->step) - (a->step < b->step);
+}
+
+static int cmp_growth(const void *x, const void *y)
+{
+	const struct dsmt_growth *a = x, *b = y;
+	if (a->bytes != b->bytes)
+		return a->bytes > b->bytes ? -1 : 1;
+	if (a->device != b->device)
+		return a->device < b->device ? -1 : 1;
+	return (a->site > b->site) - (a->site < b->site);
+}
+
+/* Growth: the blocks still live at the end of the run, by the step that
+ * allocated them and their group; a group whose surviving bytes come from
+ * GROWTH_MIN_STEPS or more consecutive steps is listed (its longest such
+ * run, the latest of equals). */
+static int attrib_growth(struct ctx *c, struct dsmt_process *out, const uint32_t *seg_iv, const struct label *lab,
+			 size_t ni)
+{
+	VEC(struct gsurv) v = {0};
+	for (unsigned dv = 1; dv <= c->maxdev1; dv++) {
+		struct dev *d = c->dev[dv];
+		if (!d || !dev_shown(c, dv))
+			continue;
+		size_t it = 0;
+		struct dsmt_hent *h;
+		while ((h = dsmt_hmap_next(&d->tens, &it))) {
+			struct arec *r = &c->ar.v[h->aux];
+			if (r->seg >= c->segs.n || seg_iv[r->seg] >= ni || lab[seg_iv[r->seg]].kind != DSMT_STEP)
+				continue;
+			unsigned ph, cat = ar_live_cat(c, r, h->v, &ph);
+			struct gsurv *x = VPUSH(v);
+			if (!x) {
+				free(v.v);
+				return -1;
+			}
+			*x = (struct gsurv){dv, group_of(c, r->site, r->pystack, r->stack, cat), lab[seg_iv[r->seg]].num,
+					    h->v};
+		}
+	}
+	qsort(v.v, v.n, sizeof(*v.v), cmp_gsurv);
+	VEC(struct dsmt_growth) g = {0};
+	for (size_t i = 0; i < v.n;) {
+		size_t j = i;
+		while (j < v.n && v.v[j].dv == v.v[i].dv && v.v[j].g == v.v[i].g)
+			j++;
+		/* the longest run of consecutive steps in [i, j) */
+		int best_lo = 0, best_hi = -1, lo = 0, prev = 0;
+		for (size_t k = i; k < j; k++) {
+			int st = v.v[k].step;
+			if (k == i || st > prev + 1)
+				lo = st;
+			prev = st;
+			if (st - lo >= best_hi - best_lo)
+				best_lo = lo, best_hi = st;
+		}
+		if (best_hi - best_lo + 1 >= GROWTH_MIN_STEPS) {
+			struct dsmt_growth *x = VPUSH(g);
+			uint64_t *ps = calloc((size_t)(best_hi - best_lo + 1), sizeof(*ps));
+			if (!x || !ps) {
+				free(ps);
+				goto fail;
+			}
+			*x = (struct dsmt_growth){(int)v.v[i].dv - 1, v.v[i].g, c->gk.v[v.v[i].g].cat, 0, best_lo, best_hi,
+						  ps};
+			for (size_t k = i; k < j; k++)
+				if (v.v[k].step >= best_lo && v.v[k].step <= best_hi) {
+					ps[v.v[k].step - best_lo] += v.v[k].bytes;
+					x->bytes += v.v[k].bytes;
+				}
+		}
+		i = j;
+	}
+	free(v.v);
+	qsort(g.v, g.n, sizeof(*g.v), cmp_growth);
+	out->growth = g.v;
+	out->ngrowth = g.n;
+	return 0;
+fail:
+	free(v.v);
+	for (size_t k = 0; k < g.n; k++)
+		free(g.v[k].per_step);
+	free(g.v);
+	return -1;
+}
+
+static char *fmt_dup(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt_dup(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *s = NULL;
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	va_end(ap);
+	return s;
+}
+
+static const char *base_name(const char *p)
+{
+	const char *b = p ? strrchr(p, '/') : NULL;
+	return b ? b + 1 : p ? p : "?";
+}
+
+/* The frames of group g: Python (innermost first), then native */
+static int render_site(struct ctx *c, struct dsmt_symtab **st, uint32_t g, struct dsmt_site *o)
+{
+	const struct gkey *k = &c->gk.v[g];
+	o->site = k->site;
+	o->pystack = k->pystack;
+	o->stack = k->stack;
+	const struct idxrange *pr = range_get(&c->pysmap, c->pys.v, k->pystack);
+	const struct idxrange *sr = range_get(&c->stkmap, c->stk.v, k->stack);
+	size_t nn = sr ? sr->n : k->site ? 1 : 0, np = pr ? pr->n : 0;
+	if (!(o->frames = calloc(np + nn + 1, sizeof(char *))))
+		return -1;
+	for (size_t i = 0; i < np; i++) {
+		uint64_t code = c->pyframes.v[pr->off + 2 * i], instr = c->pyframes.v[pr->off + 2 * i + 1];
+		const struct pycode *pc = pycode_get(c, code);
+		char *f;
+		if (!pc)
+			f = fmt_dup("<code %" PRIu64 ">", code);
+		else {
+			int line = instr <= UINT32_MAX ? dsmt_py_line(pc->lt, pc->ltn, (int)pc->firstline, (unsigned)instr) : -1;
+			f = line >= 0 ? fmt_dup("%s (%s:%d)", pc->qual, pc->file, line) : fmt_dup("%s (%s)", pc->qual, pc->file);
+		}
+		if (!(o->frames[o->nframes++] = f))
+			return -1;
+	}
+	o->npy = o->nframes;
+	if (nn && !*st) {
+		if (!(*st = dsmt_symtab_new()))
+			return -1;
+		for (size_t i = 0; i < c->mods.n; i++) {
+			const struct module *m = &c->mods.v[i];
+			dsmt_symtab_add_module(*st, m->base, m->lo, m->hi, m->path, m->bid, m->bn);
+		}
+	}
+	for (size_t i = 0; i < nn; i++) {
+		uint64_t ip = sr ? c->ips.v[sr->off + i] : k->site;
+		struct dsmt_sym sym;
+		char *f;
+		if (dsmt_symbolize(*st, ip, &sym) != 0)
+			f = fmt_dup("0x%" PRIx64, ip);
+		else if (sym.func && sym.file)
+			f = fmt_dup("%s (%s:%d)", sym.func, sym.file, sym.line);
+		else if (sym.func)
+			f = fmt_dup("%s (%s+0x%" PRIx64 ")", sym.func, base_name(sym.module), sym.offset);
+		else
+			f = fmt_dup("%s+0x%" PRIx64, base_name(sym.module), sym.offset);
+		if (!(o->frames[o->nframes++] = f))
+			return -1;
+	}
+	return 0;
+}
+
+/* Turn the groups named by top entries and growth into rendered sites */
+static int render_sites(struct ctx *c, struct dsmt_process *out)
+{
+	struct dsmt_hmap idx;
+	dsmt_hmap_init(&idx);
+	struct dsmt_symtab *st = NULL;
+	size_t cap = 0;
+	int rc = 0;
+	for (size_t pass = 0; pass < 2 && !rc; pass++) {
+		size_t nr = pass ? out->ngrowth : out->nrows;
+		for (size_t i = 0; i < nr && !rc; i++) {
+			size_t nt = pass ? 1 : out->rows[i].ntop;
+			for (size_t t = 0; t < nt && !rc; t++) {
+				size_t *gp = pass ? &out->growth[i].site : &out->rows[i].top[t].site;
+				int created;
+				struct dsmt_hent *h = dsmt_hmap_put(&idx, (uint64_t)*gp + 1, &created);
+				if (!h) {
+					rc = -1;
+					break;
+				}
+				if (created) {
+					if (vec_grow((void **)&out->sites, &cap, out->nsites + 1, sizeof(*out->sites))) {
+						rc = -1;
+						break;
+					}
+					struct dsmt_site *o = &out->sites[out->nsites++];
+					memset(o, 0, sizeof(*o));
+					h->v = out->nsites - 1;
+					if (render_site(c, &st, (uint32_t)*gp, o))
+						rc = -1;
+				}
+				*gp = h->v;
+			}
+		}
+	}
+	if (st)
+		dsmt_symtab_free(st);
+	dsmt_hmap_free(&idx);
+	return rc;
+}
+
 static int build_rows(struct ctx *c, struct dsmt_process *out)
 {
 	uint64_t t0 = u64_meta(c, "start_realtime_ns", 0);
@@ -2817,13 +4121,27 @@ static int build_rows(struct ctx *c, struct dsmt_process *out)
 		return -1;
 	}
 	size_t j = 0;
+	uint32_t *seg_iv = c->attrib ? malloc((c->segs.n ? c->segs.n : 1) * sizeof(*seg_iv)) : NULL;
+	if (c->attrib && !seg_iv) {
+		free(agg);
+		free(ihp);
+		free(b);
+		free(lab);
+		return -1;
+	}
 	for (size_t i = 0; i < c->segs.n; i++) {
 		struct seg *s = &c->segs.v[i];
+		if (seg_iv)
+			seg_iv[i] = (uint32_t)j;
 		if (s->pk_hp > ihp[j].pk_hp)
 			ihp[j].pk_hp = s->pk_hp;
 		ihp[j].end_hp = s->end_hp;
 		for (unsigned d = 0; d < s->ndev; d++) {
 			struct segstat *st = &c->stats.v[s->off + d], *a = &agg[j * ndev + d];
+			if (!a->seen || st->pk_alloc > a->pk_alloc)
+				a->pk_si = s->off + d; /* the first segment at the interval's peak */
+			a->end_si = s->off + d;
+			a->seen = 1;
 			if (st->pk_alloc > a->pk_alloc)
 				a->pk_alloc = st->pk_alloc;
 			if (st->pk_res > a->pk_res)
@@ -2849,6 +4167,7 @@ static int build_rows(struct ctx *c, struct dsmt_process *out)
 		free(ihp);
 		free(b);
 		free(lab);
+		free(seg_iv);
 		return -1;
 	}
 	size_t k = 0, npaused = 0;
@@ -2879,13 +4198,25 @@ static int build_rows(struct ctx *c, struct dsmt_process *out)
 			r->end_dev = a->end_dev;
 			r->peak_hp = ihp[i].pk_hp;
 			r->end_hp = ihp[i].end_hp;
+			if (c->attrib && a->seen && attrib_row(c, r, a, t0, unit)) {
+				free(agg);
+				free(ihp);
+				free(b);
+				free(lab);
+				free(seg_iv);
+				return -1;
+			}
 		}
 		npaused += paused;
 	}
+	int gr = c->attrib ? attrib_growth(c, out, seg_iv, lab, ni) : 0;
+	free(seg_iv);
 	free(agg);
 	free(ihp);
 	free(b);
 	free(lab);
+	if (gr)
+		return -1;
 	if (c->pauses || c->stretches.n)
 		msg(c, "tracing was paused %" PRIu64 " time(s) (first at seq %" PRIu64 "): %zu interval(s) overlap a pause"
 		       " (marked * and \"paused\": true; their peaks miss what happened while paused);"
@@ -2942,6 +4273,31 @@ static int build_driver(struct ctx *c, struct dsmt_process *out)
 		b->managed = sn->cat[CAT_MANAGED];
 		b->other = sn->cat[CAT_OTHER];
 		b->imported = sn->imported;
+		if (c->attrib) { /* reserved by category: the blocks live at the snapshot */
+			struct dev *dd = c->dev[dv];
+			size_t it = 0;
+			struct dsmt_hent *h;
+			uint64_t stale[DSMT_NCAT] = {0};
+			while ((h = dsmt_hmap_next(&dd->tens, &it))) {
+				struct arec *r = &c->ar.v[h->aux];
+				unsigned ph, cat = ar_live_cat(c, r, h->v, &ph);
+				if (r->seq > sn->seq)
+					continue;
+				b->rbk.cat[cat] += h->v;
+				if (r->epoch < c->epoch)
+					stale[cat] += h->v;
+				if (cat == DSMT_CAT_TEMPORARIES)
+					b->rbk.tmp_phase[ph] += h->v;
+			}
+			if (dd->snap_pend.gen == dd->snap_gen) {
+				for (unsigned k = 0; k < DSMT_NCAT; k++)
+					b->rbk.cat[k] += dd->snap_pend.cat[k];
+				for (unsigned k = 0; k < DSMT_NPHASE; k++)
+					b->rbk.tmp_phase[k] += dd->snap_pend.tmp[k];
+			}
+			bk_fill(b->rbk.cat, stale, sn->alloc, sn->res);
+			b->has_rbk = 1;
+		}
 		const struct sample *best = NULL;
 		uint64_t bestd = 0;
 		for (size_t i = 0; i < c->samples.n; i++) {
@@ -2998,6 +4354,8 @@ int dsmt_decode_file(const char *path, const struct dsmt_opts *o, struct dsmt_pr
 	}
 	c->have_re = 1;
 	c->ignore_totals = o->ignore_totals;
+	c->top = o->top > 0 ? o->top : 0;
+	c->attrib = o->attrib || c->top;
 	replay_reset(c);
 
 	int code = DSMT_EXIT_OK;
@@ -3094,7 +4452,9 @@ int dsmt_decode_file(const char *path, const struct dsmt_opts *o, struct dsmt_pr
 	if (c->samples_dropped)
 		msg(c, "%" PRIu64 " SAMPLE records beyond %zu ignored", c->samples_dropped, SAMPLES_MAX);
 
-	if (build_rows(c, out) || build_driver(c, out)) {
+	out->attrib = c->attrib;
+	out->top = c->top;
+	if (build_rows(c, out) || build_driver(c, out) || (c->attrib && render_sites(c, out))) {
 		msg(c, "out of memory");
 		code = DSMT_EXIT_BAD;
 		goto done;
@@ -3117,7 +4477,22 @@ void dsmt_process_free(struct dsmt_process *p)
 		free(p->meta[i].val);
 	}
 	free(p->meta);
+	for (size_t i = 0; i < p->nrows; i++) {
+		for (size_t k = 0; k < p->rows[i].npeak_nvtx; k++)
+			free(p->rows[i].peak_nvtx[k]);
+		free(p->rows[i].peak_nvtx);
+		free(p->rows[i].top);
+	}
 	free(p->rows);
+	for (size_t i = 0; i < p->nsites; i++) {
+		for (size_t k = 0; k < p->sites[i].nframes; k++)
+			free(p->sites[i].frames[k]);
+		free(p->sites[i].frames);
+	}
+	free(p->sites);
+	for (size_t i = 0; i < p->ngrowth; i++)
+		free(p->growth[i].per_step);
+	free(p->growth);
 	for (size_t i = 0; i < p->nsources; i++)
 		free(p->sources[i].name);
 	free(p->sources);

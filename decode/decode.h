@@ -18,6 +18,49 @@ struct dsmt_opts {
 	int verbose;
 	size_t reorder_max;  /* reorder window bound (0 = default) */
 	int grad_accum;      /* DeepSpeed micro-steps per step; 0 = from the command line, else 1 */
+	int attrib;          /* attribute every byte (categories, phases): the JSON report's breakdowns */
+	int top;             /* > 0: the `top` largest groups of live bytes at each step's peak, by site */
+};
+
+/* Attribution (decode/attrib.h has the rules): categories in report order,
+ * the last one `cached` (reserved but free); phases 1.. (0: unknown) */
+#define DSMT_BK_NCAT 12
+#define DSMT_BK_NPHASE 6
+const char *dsmt_cat_name(unsigned cat);
+const char *dsmt_phase_name(unsigned phase);
+
+/* Bytes by category at one moment (allocated level, + cached), and the
+ * temporaries among them by the phase they were allocated in. */
+struct dsmt_bk {
+	uint64_t cat[DSMT_BK_NCAT];
+	uint64_t tmp_phase[DSMT_BK_NPHASE];
+};
+
+/* An allocation site: call site + Python stack id + native stack id, with
+ * its frames rendered (Python innermost first, "qualname (file:line)", then
+ * native: "func (file:line)" or "module+0xoffset"). */
+struct dsmt_site {
+	uint64_t site, pystack, stack;
+	char **frames;
+	size_t nframes, npy; /* npy: the first npy frames are Python's */
+};
+
+/* One group of live bytes at a peak: one site, one category. */
+struct dsmt_top {
+	uint64_t bytes, count;
+	unsigned cat;
+	size_t site; /* index into dsmt_process.sites */
+};
+
+/* A site whose allocations of consecutive steps survive to the end of the
+ * run (a leak finder). */
+struct dsmt_growth {
+	int device;
+	size_t site;
+	unsigned cat;
+	uint64_t bytes;            /* surviving bytes allocated in steps first..last */
+	int first_step, last_step; /* the run of consecutive steps */
+	uint64_t *per_step;        /* last_step - first_step + 1 entries */
 };
 
 struct dsmt_meta {
@@ -49,6 +92,17 @@ struct dsmt_row {
 	 * the process on this device, and pinned host memory (process-wide: the
 	 * same in every device's row of an interval) */
 	uint64_t peak_dev, end_dev, peak_hp, end_hp;
+	/* attribution (dsmt_process.attrib): the allocated level by category at
+	 * the interval's peak and at its end; the phase of the allocation that
+	 * made the peak (0 when the peak is the interval's starting value), its
+	 * time and the NVTX ranges open on its thread, outer to inner */
+	struct dsmt_bk peak_bk, end_bk;
+	unsigned peak_phase;
+	uint64_t peak_ts_ns;
+	char **peak_nvtx;
+	size_t npeak_nvtx;
+	struct dsmt_top *top; /* --top */
+	size_t ntop;
 };
 
 /* A SOURCE record: who records driver-level events from seq on. */
@@ -69,6 +123,8 @@ struct dsmt_breakdown {
 	int has_sample;       /* an NVML sample with proc_used valid exists for the device */
 	int64_t context;      /* proc_used - device at that sample */
 	uint64_t nvml_used;   /* that sample's proc_used */
+	int has_rbk;          /* attribution: reserved (torch) by category at that moment */
+	struct dsmt_bk rbk;   /* allocated categories + cached */
 };
 
 #define DSMT_DRV_OPS 128 /* op counters: index = op (1..126); 127 = unknown larger op */
@@ -91,6 +147,11 @@ struct dsmt_process {
 	uint64_t drv_ops[DSMT_DRV_OPS]; /* DRV records replayed, by op (0: op 0) */
 	struct dsmt_breakdown *bk; /* one per reported device */
 	size_t nbk;
+	int attrib, top; /* attribution was computed (top: --top N) */
+	struct dsmt_site *sites; /* sites named by top and growth */
+	size_t nsites;
+	struct dsmt_growth *growth;
+	size_t ngrowth;
 };
 
 /* Decode `path`.  Messages go to `err` prefixed with "dsmemdecode: FILE: ".
@@ -112,6 +173,9 @@ void dsmt_sort_processes(struct dsmt_process *ps, size_t n);
 /* Reports over decoded processes. */
 void dsmt_write_json(FILE *f, const struct dsmt_process *ps, size_t n);
 void dsmt_write_table(FILE *f, const struct dsmt_process *ps, size_t n);
+/* The table's attribution sections (--breakdown): per interval the breakdown
+ * at its peak, top sites (--top), growth. */
+void dsmt_write_breakdown(FILE *f, const struct dsmt_process *ps, size_t n);
 void dsmt_write_csv(FILE *f, const struct dsmt_process *ps, size_t n);
 
 #endif

@@ -26,6 +26,10 @@ static void usage(FILE *f)
 	      "                         step (default: --gradient_accumulation_steps in the recorded\n"
 	      "                         command line, else 1)\n"
 	      "  --ignore-totals        skip the cross-check against the allocator's own totals\n"
+	      "  --breakdown            table: also the allocated bytes by category at each step's\n"
+	      "                         peak (JSON always has them) and the growth of surviving bytes\n"
+	      "  --top N                the N largest groups of live bytes at each step's peak, by\n"
+	      "                         allocation site, with their Python and native frames\n"
 	      "  -o, --output FILE      write the report to FILE instead of stdout\n"
 	      "  -v, --verbose          more diagnostics on stderr\n"
 	      "  -h, --help             this text\n"
@@ -37,7 +41,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	enum { O_DUMP = 256, O_PERSTEP, O_STEPRE, O_IGNTOT, O_VERSION, O_GRADACC };
+	enum { O_DUMP = 256, O_PERSTEP, O_STEPRE, O_IGNTOT, O_VERSION, O_GRADACC, O_BREAKDOWN, O_TOP };
 	static const struct option lo[] = {
 		{"dump", no_argument, NULL, O_DUMP},
 		{"per-step", no_argument, NULL, O_PERSTEP},
@@ -45,6 +49,8 @@ int main(int argc, char **argv)
 		{"step-marker", required_argument, NULL, O_STEPRE},
 		{"ignore-totals", no_argument, NULL, O_IGNTOT},
 		{"grad-accum", required_argument, NULL, O_GRADACC},
+		{"breakdown", no_argument, NULL, O_BREAKDOWN},
+		{"top", required_argument, NULL, O_TOP},
 		{"output", required_argument, NULL, 'o'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -53,7 +59,7 @@ int main(int argc, char **argv)
 	};
 	struct dsmt_opts o = {.step_re = DSMT_DEFAULT_STEP_RE};
 	const char *fmt = "table", *outpath = NULL;
-	int dump = 0, c;
+	int dump = 0, c, breakdown = 0;
 	while ((c = getopt_long(argc, argv, "f:o:vh", lo, NULL)) != -1) {
 		switch (c) {
 		case O_DUMP: dump = 1; break;
@@ -70,6 +76,17 @@ int main(int argc, char **argv)
 				return DSMT_EXIT_USAGE;
 			}
 			o.grad_accum = (int)x;
+			break;
+		}
+		case O_BREAKDOWN: breakdown = 1; break;
+		case O_TOP: {
+			char *e;
+			long x = strtol(optarg, &e, 10);
+			if (!*optarg || *e || x < 1 || x > 10000) {
+				fprintf(stderr, "dsmemdecode: --top wants a number from 1 to 10000, not '%s'\n", optarg);
+				return DSMT_EXIT_USAGE;
+			}
+			o.top = (int)x;
 			break;
 		}
 		case 'o': outpath = optarg; break;
@@ -90,6 +107,8 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return DSMT_EXIT_USAGE;
 	}
+	/* attribution: what the JSON report and the table's --breakdown show */
+	o.attrib = !strcmp(fmt, "json") || breakdown || o.top;
 	FILE *out = stdout;
 	if (outpath && !(out = fopen(outpath, "w"))) {
 		perror(outpath);
@@ -127,8 +146,11 @@ int main(int argc, char **argv)
 				dsmt_write_json(out, ps, n);
 			else if (!strcmp(fmt, "csv"))
 				dsmt_write_csv(out, ps, n);
-			else
+			else {
 				dsmt_write_table(out, ps, n);
+				if (breakdown)
+					dsmt_write_breakdown(out, ps, n);
+			}
 		}
 		for (size_t i = 0; i < n; i++)
 			dsmt_process_free(&ps[i]);

@@ -1,4 +1,5 @@
-/* Reports: JSON (dsmemdecode-steps/2), aligned table, CSV. */
+/* Reports: JSON (dsmemdecode-steps/3), aligned table (+ the attribution
+ * sections with --breakdown), CSV. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,77 @@ static void json_opt(FILE *f, const char *key, int known, uint64_t v)
 		fprintf(f, ", \"%s\": null", key);
 }
 
-static void json_row(FILE *f, const struct dsmt_row *r, int drv)
+/* {"parameters": N, ..., "cached": N, "temporaries_by_phase": {...}} */
+static void json_bk(FILE *f, const struct dsmt_bk *b)
+{
+	fputc('{', f);
+	for (unsigned k = 0; k < DSMT_BK_NCAT; k++)
+		fprintf(f, "%s\"%s\": %" PRIu64, k ? ", " : "", dsmt_cat_name(k), b->cat[k]);
+	fputs(", \"temporaries_by_phase\": {", f);
+	int first = 1;
+	for (unsigned k = 1; k < DSMT_BK_NPHASE; k++) {
+		if (!b->tmp_phase[k])
+			continue;
+		fprintf(f, "%s\"%s\": %" PRIu64, first ? "" : ", ", dsmt_phase_name(k), b->tmp_phase[k]);
+		first = 0;
+	}
+	fputs("}}", f);
+}
+
+static void json_strs(FILE *f, char *const *v, size_t n)
+{
+	fputc('[', f);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			fputs(", ", f);
+		json_str(f, v[i]);
+	}
+	fputc(']', f);
+}
+
+/* "site": "0x..", "pystack": N, "stack": N, "frames": [...], "python_frames": N */
+static void json_site(FILE *f, const struct dsmt_process *p, size_t si)
+{
+	if (si >= p->nsites) {
+		fputs("\"site\": null", f);
+		return;
+	}
+	const struct dsmt_site *s = &p->sites[si];
+	fprintf(f, "\"site\": \"0x%" PRIx64 "\", \"pystack\": %" PRIu64 ", \"stack\": %" PRIu64 ", \"frames\": ",
+		s->site, s->pystack, s->stack);
+	json_strs(f, s->frames, s->nframes);
+	fprintf(f, ", \"python_frames\": %zu", s->npy);
+}
+
+static void json_row_attrib(FILE *f, const struct dsmt_process *p, const struct dsmt_row *r)
+{
+	if (!p->attrib) {
+		fputs(", \"peak_breakdown\": null, \"end_breakdown\": null, \"peak_phase\": null", f);
+		return;
+	}
+	fputs(",\n       \"peak_breakdown\": ", f);
+	json_bk(f, &r->peak_bk);
+	fputs(",\n       \"end_breakdown\": ", f);
+	json_bk(f, &r->end_bk);
+	fputs(",\n       \"peak_phase\": {\"phase\": ", f);
+	json_str(f, dsmt_phase_name(r->peak_phase));
+	fprintf(f, ", \"ts_ns\": %" PRIu64 ", \"nvtx\": ", r->peak_ts_ns);
+	json_strs(f, r->peak_nvtx, r->npeak_nvtx);
+	fputc('}', f);
+	if (!p->top)
+		return;
+	fputs(",\n       \"top_sites\": [", f);
+	for (size_t i = 0; i < r->ntop; i++) {
+		const struct dsmt_top *t = &r->top[i];
+		fprintf(f, "%s\n        {\"bytes\": %" PRIu64 ", \"count\": %" PRIu64 ", \"category\": \"%s\", ",
+			i ? "," : "", t->bytes, t->count, dsmt_cat_name(t->cat));
+		json_site(f, p, t->site);
+		fputc('}', f);
+	}
+	fputc(']', f);
+}
+
+static void json_row(FILE *f, const struct dsmt_process *p, const struct dsmt_row *r, int drv)
 {
 	fprintf(f, "{\"device\": %d, ", r->device);
 	if (r->kind == DSMT_STEP)
@@ -61,8 +132,10 @@ static void json_row(FILE *f, const struct dsmt_row *r, int drv)
 	json_opt(f, "end_device", drv, r->end_dev);
 	json_opt(f, "peak_host_pinned", drv, r->peak_hp);
 	json_opt(f, "end_host_pinned", drv, r->end_hp);
-	fprintf(f, ", \"allocs\": %" PRIu64 ", \"frees\": %" PRIu64 "%s}", r->allocs, r->frees,
+	fprintf(f, ", \"allocs\": %" PRIu64 ", \"frees\": %" PRIu64 "%s", r->allocs, r->frees,
 		r->paused ? ", \"paused\": true" : "");
+	json_row_attrib(f, p, r);
+	fputc('}', f);
 }
 
 static void json_rows(FILE *f, const struct dsmt_process *p, const char *name, int kind)
@@ -75,7 +148,7 @@ static void json_rows(FILE *f, const struct dsmt_process *p, const char *name, i
 			continue;
 		fputs(first ? "\n      " : ",\n      ", f);
 		first = 0;
-		json_row(f, r, p->has_drv);
+		json_row(f, p, r, p->has_drv);
 	}
 	fputs("]", f);
 }
@@ -228,16 +301,45 @@ static void json_driver(FILE *f, const struct dsmt_process *p)
 			b->allocated, (int64_t)(b->reserved - b->allocated), b->reserved, b->nccl, b->workspace,
 			b->statics, b->managed, b->other, b->imported);
 		if (b->has_sample)
-			fprintf(f, ", \"context\": %" PRId64 ", \"nvml_used\": %" PRIu64 "}", b->context, b->nvml_used);
+			fprintf(f, ", \"context\": %" PRId64 ", \"nvml_used\": %" PRIu64, b->context, b->nvml_used);
 		else
-			fputs(", \"context\": null, \"nvml_used\": null}", f);
+			fputs(", \"context\": null, \"nvml_used\": null", f);
+		fputs(",\n        \"reserved_breakdown\": ", f);
+		if (b->has_rbk)
+			json_bk(f, &b->rbk);
+		else
+			fputs("null", f);
+		fputc('}', f);
 	}
 	fputs("]}", f);
 }
 
+/* "growth": sites whose allocations of consecutive steps survive to the end */
+static void json_growth(FILE *f, const struct dsmt_process *p)
+{
+	fputs(",\n     \"growth\": ", f);
+	if (!p->attrib) {
+		fputs("null", f);
+		return;
+	}
+	fputc('[', f);
+	for (size_t i = 0; i < p->ngrowth; i++) {
+		const struct dsmt_growth *g = &p->growth[i];
+		fprintf(f, "%s\n      {\"device\": %d, \"bytes\": %" PRIu64 ", \"category\": \"%s\", \"first_step\": %d"
+			   ", \"last_step\": %d, \"per_step\": [",
+			i ? "," : "", g->device, g->bytes, dsmt_cat_name(g->cat), g->first_step, g->last_step);
+		for (int k = 0; k <= g->last_step - g->first_step; k++)
+			fprintf(f, "%s%" PRIu64, k ? ", " : "", g->per_step[k]);
+		fputs("], ", f);
+		json_site(f, p, g->site);
+		fputc('}', f);
+	}
+	fputc(']', f);
+}
+
 void dsmt_write_json(FILE *f, const struct dsmt_process *ps, size_t n)
 {
-	fputs("{\"format\": \"dsmemdecode-steps/2\",\n \"processes\": [", f);
+	fputs("{\"format\": \"dsmemdecode-steps/3\",\n \"processes\": [", f);
 	for (size_t i = 0; i < n; i++) {
 		const struct dsmt_process *p = &ps[i];
 		fputs(i ? ",\n    {" : "\n    {", f);
@@ -270,6 +372,7 @@ void dsmt_write_json(FILE *f, const struct dsmt_process *ps, size_t n)
 		fputs(",\n", f);
 		json_rows(f, p, "eval", DSMT_EVAL);
 		json_driver(f, p);
+		json_growth(f, p);
 		fputs("}", f);
 	}
 	fputs("]}\n", f);
@@ -442,6 +545,89 @@ void dsmt_write_csv(FILE *f, const struct dsmt_process *ps, size_t n)
 					x->peak_hp, x->end_hp);
 			else if (drv)
 				fputs(",,,,", f);
+			fputc('\n', f);
+		}
+	}
+}
+
+/* ---- table: attribution sections (--breakdown) ---- */
+
+static const char *bk_hdr[DSMT_BK_NCAT] = {"params", "gathered", "master", "optim", "grads", "activ",
+					   "temps", "buckets", "comm", "wkspace", "other", "cached"};
+
+void dsmt_write_breakdown(FILE *f, const struct dsmt_process *ps, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct dsmt_process *p = &ps[i];
+		fprintf(f, "\n%s  allocated bytes by category at each interval's peak (cached = reserved - allocated)\n",
+			p->file);
+		if (!p->attrib) {
+			fputs("(no attribution)\n", f);
+			continue;
+		}
+		enum { NC = 3 + DSMT_BK_NCAT };
+		size_t w[NC];
+		const char *h0[3] = {"step", "device", "phase"};
+		for (int k = 0; k < NC; k++)
+			w[k] = strlen(k < 3 ? h0[k] : bk_hdr[k - 3]);
+		char(*cells)[NC][24] = calloc(p->nrows ? p->nrows : 1, sizeof(*cells));
+		if (!cells)
+			return;
+		for (size_t r = 0; r < p->nrows; r++) {
+			const struct dsmt_row *x = &p->rows[r];
+			char sb[16];
+			const char *ph = dsmt_phase_name(x->peak_phase);
+			snprintf(cells[r][0], 24, "%s", step_label(x, sb, sizeof(sb)));
+			snprintf(cells[r][1], 24, "%d", x->device);
+			snprintf(cells[r][2], 24, "%s", ph ? ph : "-");
+			for (int k = 0; k < DSMT_BK_NCAT; k++)
+				snprintf(cells[r][3 + k], 24, "%" PRIu64, x->peak_bk.cat[k]);
+			for (int k = 0; k < NC; k++)
+				if (strlen(cells[r][k]) > w[k])
+					w[k] = strlen(cells[r][k]);
+		}
+		for (int k = 0; k < NC; k++)
+			fprintf(f, k ? "  %*s" : "%-*s", (int)w[k], k < 3 ? h0[k] : bk_hdr[k - 3]);
+		fputc('\n', f);
+		for (size_t r = 0; r < p->nrows; r++) {
+			for (int k = 0; k < NC; k++)
+				fprintf(f, k ? "  %*s" : "%-*s", (int)w[k], cells[r][k]);
+			fputc('\n', f);
+		}
+		free(cells);
+		for (size_t r = 0; p->top && r < p->nrows; r++) {
+			const struct dsmt_row *x = &p->rows[r];
+			char sb[16];
+			if (!x->ntop)
+				continue;
+			fprintf(f, "top sites at the peak of %s, device %d:\n", step_label(x, sb, sizeof(sb)), x->device);
+			for (size_t t = 0; t < x->ntop; t++) {
+				const struct dsmt_top *e = &x->top[t];
+				fprintf(f, "  %12" PRIu64 " bytes %6" PRIu64 " blocks  %-19s", e->bytes, e->count,
+					dsmt_cat_name(e->cat));
+				if (e->site < p->nsites) {
+					const struct dsmt_site *s = &p->sites[e->site];
+					for (size_t k = 0; k < s->nframes && k < 3; k++)
+						fprintf(f, "%s%s", k ? " < " : "  ", s->frames[k]);
+					if (!s->nframes)
+						fprintf(f, "  site 0x%" PRIx64, s->site);
+				}
+				fputc('\n', f);
+			}
+		}
+		fprintf(f, "growth: allocated in a step and alive at the end of the run, %s\n",
+			p->ngrowth ? "by site (3 or more consecutive steps)" : "no site over 3 or more consecutive steps");
+		for (size_t g = 0; g < p->ngrowth; g++) {
+			const struct dsmt_growth *x = &p->growth[g];
+			fprintf(f, "  device %d  %12" PRIu64 " bytes  steps %d-%d  %-19s", x->device, x->bytes, x->first_step,
+				x->last_step, dsmt_cat_name(x->cat));
+			if (x->site < p->nsites) {
+				const struct dsmt_site *s = &p->sites[x->site];
+				for (size_t k = 0; k < s->nframes && k < 3; k++)
+					fprintf(f, "%s%s", k ? " < " : "  ", s->frames[k]);
+				if (!s->nframes)
+					fprintf(f, "  site 0x%" PRIx64, s->site);
+			}
 			fputc('\n', f);
 		}
 	}

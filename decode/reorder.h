@@ -13,7 +13,7 @@
 
 #include "event.h"
 
-#define DSMT_REORDER_MAX (1u << 24) /* entries (48 bytes each): 768 MiB */
+#define DSMT_REORDER_MAX (1u << 24) /* entries (64 bytes each): 1 GiB */
 
 struct dsmt_reorder {
 	struct dsmt_event *ring;

@@ -27,6 +27,24 @@ status and stderr, and that --ignore-totals leaves stdout byte-identical.
                          the whole script is one trace, CASE.zst)
   #! order NAME...       the processes of the report, by file (default: one)
 
+Attribution (JSON schema dsmemdecode-steps/3).  In values, `~` stands for a
+space (frames such as "main~(train.py:12)").
+  #! bk [proc=I] step=S dev=D at=peak|end CAT=N... [tmp.PHASE=N...]
+                         the row's peak_breakdown or end_breakdown, exactly:
+                         every category not named must be 0 (cached too), and
+                         temporaries_by_phase is exactly the tmp.PHASE given
+  #! peakphase [proc=I] step=S dev=D phase=P|null [nvtx=A,B|-]
+  #! top [proc=I] step=S dev=D idx=K [bytes=N count=N category=C frameJ=F pystack=N stack=N]
+  #! ntop [proc=I] step=S dev=D N
+  #! growth [proc=I] idx=K [device=D bytes=N category=C first_step=A last_step=B
+                         per_step=N,N,... frameJ=F]
+  #! ngrowth [proc=I] N
+  #! rbk [proc=I] dev=D CAT=N...   "driver" "device_breakdown" reserved_breakdown, exactly
+  #! bktable             also compare `--format table --breakdown` (+ args) with CASE.bktable
+Every row of every JSON report is checked: its categories (cached aside)
+add up to peak_allocated / end_allocated and temporaries_by_phase to
+temporaries.
+
 usage: golden.py MKTRACE DSMEMDECODE SRCDIR WORKDIR [--update] CASE...
 """
 import json
@@ -53,6 +71,114 @@ def parse_value(v):
         return v
 
 
+CATS = ["parameters", "gathered_parameters", "master_weights", "optimizer_states", "gradients", "activations",
+        "temporaries", "buckets", "communication", "workspace", "other", "cached"]
+
+
+def unsp(v):
+    return v.replace("~", " ")
+
+
+def check_bk(what, b, want):
+    fails = []
+    if b is None:
+        return ["%s: no breakdown" % what]
+    tmp = {k[4:]: int(v) for k, v in want.items() if k.startswith("tmp.")}
+    for c in CATS:
+        w = int(want.get(c, 0))
+        if b.get(c) != w:
+            fails.append("%s: %s = %r, expected %d" % (what, c, b.get(c), w))
+    if b.get("temporaries_by_phase") != tmp:
+        fails.append("%s: temporaries_by_phase = %r, expected %r" % (what, b.get("temporaries_by_phase"), tmp))
+    bad = [k for k in want if k not in CATS and not k.startswith("tmp.")]
+    if bad:
+        fails.append("%s: unknown categories %r" % (what, bad))
+    return fails
+
+
+def check_attrib(doc, rows_of, attrib):
+    fails = []
+    for pi, p in enumerate(doc["processes"]):  # invariants of every row
+        for r in rows_of(p):
+            for which, lvl in (("peak_breakdown", "peak_allocated"), ("end_breakdown", "end_allocated")):
+                b = r.get(which)
+                if b is None:
+                    continue
+                if sum(b[c] for c in CATS[:-1]) != r[lvl]:
+                    fails.append("process %d step %s dev %d: %s adds up to %d, %s is %d" % (
+                        pi, r["step"], r["device"], which, sum(b[c] for c in CATS[:-1]), lvl, r[lvl]))
+                if sum(b["temporaries_by_phase"].values()) != b["temporaries"]:
+                    fails.append("process %d step %s: %s temporaries_by_phase does not add up" % (pi, r["step"], which))
+    for kind, e in attrib:
+        e = dict(e)
+        p = doc["processes"][int(e.pop("proc", 0))]
+        if kind in ("bk", "peakphase", "top", "ntop"):
+            step, dev = parse_value(e.pop("step")), int(e.pop("dev"))
+            match = [r for r in rows_of(p) if r["step"] == step and r["device"] == dev]
+            if len(match) != 1:
+                fails.append("%s: no row for step %s device %d" % (kind, step, dev))
+                continue
+            r = match[0]
+            what = "step %s dev %d" % (step, dev)
+            if kind == "bk":
+                at = e.pop("at")
+                fails += check_bk("%s %s_breakdown" % (what, at), r.get(at + "_breakdown"), e)
+            elif kind == "peakphase":
+                pp = r.get("peak_phase") or {}
+                if pp.get("phase") != parse_value(e["phase"]):
+                    fails.append("%s: peak phase %r, expected %s" % (what, pp.get("phase"), e["phase"]))
+                if "nvtx" in e:
+                    want = [] if e["nvtx"] == "-" else [unsp(x) for x in e["nvtx"].split(",")]
+                    if pp.get("nvtx") != want:
+                        fails.append("%s: peak nvtx %r, expected %r" % (what, pp.get("nvtx"), want))
+            elif kind == "ntop":
+                if len(r.get("top_sites", [])) != int(e["n"]):
+                    fails.append("%s: %d top sites, expected %s" % (what, len(r.get("top_sites", [])), e["n"]))
+            else:
+                idx = int(e.pop("idx"))
+                ts = r.get("top_sites", [])
+                if idx >= len(ts):
+                    fails.append("%s: no top site %d" % (what, idx))
+                    continue
+                fails += check_entry("%s top %d" % (what, idx), ts[idx], e)
+        elif kind in ("growth", "ngrowth"):
+            g = p.get("growth") or []
+            if kind == "ngrowth":
+                if len(g) != int(e["n"]):
+                    fails.append("%d growth entries, expected %s" % (len(g), e["n"]))
+                continue
+            idx = int(e.pop("idx"))
+            if idx >= len(g):
+                fails.append("no growth entry %d" % idx)
+                continue
+            fails += check_entry("growth %d" % idx, g[idx], e)
+        elif kind == "rbk":
+            dev = int(e.pop("dev"))
+            d = p.get("driver") or {}
+            match = [b for b in d.get("device_breakdown", []) if b["device"] == dev]
+            if len(match) != 1:
+                fails.append("rbk: no device_breakdown for device %d" % dev)
+                continue
+            fails += check_bk("device %d reserved_breakdown" % dev, match[0].get("reserved_breakdown"), e)
+    return fails
+
+
+def check_entry(what, got, want):
+    fails = []
+    for k, v in want.items():
+        if k.startswith("frame"):
+            j = int(k[5:])
+            fr = got.get("frames", [])
+            if j >= len(fr) or fr[j] != unsp(v):
+                fails.append("%s: %s = %r, expected %r" % (what, k, fr[j] if j < len(fr) else None, unsp(v)))
+        elif k == "per_step":
+            if got.get(k) != [int(x) for x in v.split(",")]:
+                fails.append("%s: per_step %r, expected %s" % (what, got.get(k), v))
+        elif got.get(k, "(absent)") != parse_value(v):
+            fails.append("%s: %s = %r, expected %s" % (what, k, got.get(k, "(absent)"), v))
+    return fails
+
+
 def check_case(mktrace, decode, srcdir, work, name, update):
     script = os.path.join(srcdir, name + ".txt")
     directives = [l[2:].strip() for l in open(script) if l.startswith("#!")]
@@ -60,6 +186,8 @@ def check_case(mktrace, decode, srcdir, work, name, update):
     args, exit_code, stderr_want, expects, rows, procs, order = [], 0, [], [], None, [], None
     drv = []  # (kind, dict)
     dump_want = []
+    attrib = []  # (kind, dict)
+    bktable = False
     parts, cur = [], None  # (name, script lines)
     for l in open(script):
         if l.startswith("#! file "):
@@ -90,6 +218,13 @@ def check_case(mktrace, decode, srcdir, work, name, update):
             drv.append((key, dict(x.split("=", 1) for x in kv)))
         elif key == "dump":
             dump_want.append(rest)
+        elif key in ("bk", "peakphase", "top", "growth", "rbk", "ntop", "ngrowth"):
+            kv = rest.split()
+            if key in ("ntop", "ngrowth"):
+                kv = [x if "=" in x else "n=" + x for x in kv]
+            attrib.append((key, dict(x.split("=", 1) for x in kv)))
+        elif key == "bktable":
+            bktable = True
         elif key == "file":
             pass
         elif key == "order":
@@ -137,6 +272,17 @@ def check_case(mktrace, decode, srcdir, work, name, update):
         elif open(gold, "rb").read() != out:
             fails.append("%s: output differs from %s:\n%s" % (fmt, gold, out.decode(errors="replace")))
 
+    if bktable:
+        rc, out, err = run([decode, "--format", "table", "--breakdown"] + args + traces, work)
+        gold = os.path.join(srcdir, "%s.bktable" % name)
+        if update:
+            with open(gold, "wb") as f:
+                f.write(out)
+        elif not os.path.exists(gold):
+            fails.append("missing golden file %s" % gold)
+        elif open(gold, "rb").read() != out:
+            fails.append("--breakdown table differs from %s:\n%s" % (gold, out.decode(errors="replace")))
+
     if dump_want:
         rc, out, err = run([decode, "--dump"] + traces, work)
         text = out.decode(errors="replace")
@@ -146,7 +292,7 @@ def check_case(mktrace, decode, srcdir, work, name, update):
 
     doc = json.loads(outputs["json"])
     files = [os.path.splitext(t)[0] for t in traces] if order is None else order
-    if doc.get("format") != "dsmemdecode-steps/2" or len(doc["processes"]) != len(files):
+    if doc.get("format") != "dsmemdecode-steps/3" or len(doc["processes"]) != len(files):
         fails.append("bad JSON document")
     elif [os.path.splitext(p["file"])[0] for p in doc["processes"]] != files:
         fails.append("processes in the order %s, expected %s" % ([p["file"] for p in doc["processes"]], files))
@@ -200,6 +346,7 @@ def check_case(mktrace, decode, srcdir, work, name, update):
             for k, v in e.items():
                 if match[0].get(k, "(absent)") != parse_value(v):
                     fails.append("%s: %s = %r, expected %s" % (what, k, match[0].get(k, "(absent)"), v))
+        fails += check_attrib(doc, rows_of, attrib)
         for pr in procs:
             p = doc["processes"][int(pr.pop("proc", 0))]
             for k, v in pr.items():

@@ -17,6 +17,10 @@
  *   string ID TEXT...              STRING record
  *   module BASE LO HI PATH [BUILDID_HEX]
  *   stack ID IP...                 STACK record
+ *   pycode ID FILE QUALNAME FIRSTLINE LINETABLE_HEX PYVER
+ *                                  PYCODE record (LINETABLE_HEX "-": empty;
+ *                                  FILE and QUALNAME take \xHH escapes)
+ *   pystack ID CODE:INSTR...       PYSTACK record, innermost frame first
  *   alloc|free key=value...        seq ts api dev ptr size stream stack site tot=A,R
  *                                  api: torch malloc async managed hostalloc
  *                                  hostreg free freehost or a number;
@@ -71,6 +75,8 @@
  *   corrupt OFF XOR                after writing, xor the byte at OFF (OFF < 0:
  *                                  from the end; fN+K: K bytes into data
  *                                  frame N, which must be written already)
+ * Every event line (alloc free oom push mark rstart drv ... ) takes
+ * pystack=ID: the trailing pystack field (format 1.2) after dts.
  * Values in scripts are absolute; mktrace writes the record layout and the
  * deltas of format.h.  seq defaults to one more than the highest seq so far,
  * ts to seq.  Delta state is per frame per thread, as the reader expects;
@@ -511,9 +517,11 @@ static uint64_t dev1_arg(void)
  * ev_begin: thread check, seq/ts arguments, empty payload; ev_end appends
  * dseq and dts and writes the record. */
 static uint64_t ev_seq, ev_ts;
+static const char *ev_pystack; /* pystack=ID of the event, or NULL */
 
 static struct tstate *ev_begin(struct dsmt_recbuf *r)
 {
+	ev_pystack = kv_get("pystack");
 	write_header();
 	if (!cur) {
 		if (!last)
@@ -534,6 +542,10 @@ static void ev_end(struct dsmt_recbuf *r, struct tstate *t, uint8_t type)
 {
 	dsmt_rb_u(r, ev_seq - t->seq);
 	dsmt_rb_u(r, ev_ts - t->ts);
+	if (ev_pystack) { /* format 1.2: after dts */
+		dsmt_rb_u(r, num(ev_pystack));
+		ev_pystack = NULL;
+	}
 	t->seq = ev_seq;
 	t->ts = ev_ts;
 	rec(&frm, type, r);
@@ -699,6 +711,39 @@ static void cmd(char **tok, int ntok)
 			prev = ip;
 		}
 		rec(&frm, DSMT_REC_STACK, &r);
+	} else if (!strcmp(c, "pycode")) {
+		if (ntok != 7)
+			die("pycode ID FILE QUALNAME FIRSTLINE LINETABLE_HEX PYVER");
+		write_header();
+		static char ubuf[4096];
+		static uint8_t lt[65536];
+		dsmt_rb_reset(&r);
+		dsmt_rb_u(&r, num(tok[1]));
+		size_t n = unescape(tok[2], ubuf);
+		dsmt_rb_str(&r, ubuf, n);
+		n = unescape(tok[3], ubuf);
+		dsmt_rb_str(&r, ubuf, n);
+		dsmt_rb_u(&r, num(tok[4]));
+		n = strcmp(tok[5], "-") ? hexbytes(tok[5], lt, sizeof(lt)) : 0;
+		dsmt_rb_str(&r, lt, n);
+		dsmt_rb_u(&r, num(tok[6]));
+		rec(&frm, DSMT_REC_PYCODE, &r);
+	} else if (!strcmp(c, "pystack")) {
+		if (ntok < 2)
+			die("pystack ID CODE:INSTR...");
+		write_header();
+		dsmt_rb_reset(&r);
+		dsmt_rb_u(&r, num(tok[1]));
+		dsmt_rb_u(&r, (uint64_t)(ntok - 2));
+		for (int i = 2; i < ntok; i++) {
+			char *colon = strchr(tok[i], ':');
+			if (!colon)
+				die("pystack frames are CODE:INSTR, not '%s'", tok[i]);
+			*colon = 0;
+			dsmt_rb_u(&r, num(tok[i]));
+			dsmt_rb_u(&r, num(colon + 1));
+		}
+		rec(&frm, DSMT_REC_PYSTACK, &r);
 	} else if (!strcmp(c, "alloc") || !strcmp(c, "free")) {
 		parse_kv(tok + 1, ntok - 1);
 		struct tstate *t = ev_begin(&r);
