@@ -85,8 +85,8 @@ def compare(loop, dec, expandable):
         res["expandable"] = True
         res["reserved_compared"] = True
         res["notes"].append("expandable segments: reserved from the driver level (cuMemCreate/cuMemMap)")
-    if dec.get("format") != "dsmemdecode-steps/2":
-        res["notes"].append(f"decoder format is {dec.get('format')!r}, expected 'dsmemdecode-steps/2'")
+    if dec.get("format") not in ("dsmemdecode-steps/2", "dsmemdecode-steps/3"):
+        res["notes"].append(f"decoder format is {dec.get('format')!r}, expected 'dsmemdecode-steps/3'")
     if proc.get("truncated"):
         res["problems"].append("trace is marked truncated")
     if proc.get("damaged"):

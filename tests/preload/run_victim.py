@@ -157,8 +157,8 @@ def cmd_train(args):
         except ValueError as e:
             fail("decoder output is not JSON (%s):\n%s" % (e, dout[:2000]))
             return
-        if d.get("format") != "dsmemdecode-steps/2":
-            fail("decoder format %r, expected dsmemdecode-steps/2" % d.get("format"))
+        if d.get("format") not in ("dsmemdecode-steps/2", "dsmemdecode-steps/3"):
+            fail("decoder format %r, expected dsmemdecode-steps/3" % d.get("format"))
         procs = d.get("processes", [])
         if len(procs) != 1:
             fail("decoder reports %d processes, expected 1" % len(procs))
