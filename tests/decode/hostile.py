@@ -118,10 +118,33 @@ run([mk("drv_samples", drvbase + "".join("sample next=%d ts=%d dev=%d proc=%d\n"
         (7919 * i) % 5000, i, i % 300, i) for i in range(3000)) + "drv seq=1 op=alloc ptr=0x10 size=5\n")], {0})
 run(["--format", "json", "drv_samples.zst"], {0})
 
+# --- Python frames (format 1.2): hostile definitions and references ---
+pybase = ("meta host x\nmeta pid 1\nthread 1 MainThread\n"
+          "pycode 1 /a/torch/optim/adam.py Adam._init_group 0xffffffffffffffff ffffffff 999999\n"
+          "pycode 2 - - 0 - 0\npycode 3 /x\\x00y q\\x01 7 80 312\n")
+run([mk("py_defs", pybase +
+        "pystack 1 1:0 2:0xffffffffffffffff 3:5 99:1\npystack 2 2:0\npystack 2 1:1\npystack 0 1:0\n"
+        "pystack 0xffffffffffffffff 1:0\n"
+        "raw 0x09 05 ff7f 01\n"              # n = 16383 frames, one pair given
+        "raw 0x09 06 00\n"                   # no frames at all
+        "raw 0x08 07\n"                      # PYCODE with only an id
+        "push seq=0 name=train_step pystack=1\n"
+        "alloc seq=1 ptr=0x10 size=4096 pystack=1\nalloc seq=2 ptr=0x20 size=8 pystack=0xffffffffffffffff\n"
+        "alloc seq=3 ptr=0x30 size=8 pystack=5 stack=0xffffffffffffffff\nfree seq=4 ptr=0x20 pystack=2\n"
+        "pop seq=5 pystack=7\nmark seq=6 name=train_step pystack=6\nfree seq=7 ptr=0x10 pystack=3\n"
+        "oom seq=8 size=5 pystack=1\ndrv seq=9 op=alloc ptr=0x40 size=1 pystack=2\n")], {0})
+for args in (["--format", "json", "--top", "5"], ["--breakdown", "--top", "3"], ["--dump"]):
+    run(args + ["py_defs.zst"], {0})
+run([mk("py_cut", pybase + "raw 0x08 01 ffffffffff0f\n")], {2}, "malformed PYCODE record")
+run([mk("py_cut2", pybase + "raw 0x09 01 03 01\n" + "alloc seq=0 ptr=0x10 size=1 pystack=1\n")], {0})
+run([mk("py_badvar", pybase + "raw 0x09 01 ffffffffffffffffffff7f\n")], {2}, "malformed PYSTACK record")
+
 # --- usage errors ---
 run([], {1})
 run(["--format", "xml", "x.zst"], {1}, "unknown format")
 run(["--step-marker", "(", "foreign.zst", "minor9.zst"], {1, 2}, "bad --step-marker regex")
+run(["--top", "0", "minor9.zst"], {1}, "--top wants a number")
+run(["--top", "x", "minor9.zst"], {1}, "--top wants a number")
 run(["--no-such-option"], {1})
 run(["-o", os.path.join(WORK, "no/such/dir/out.json"), "minor9.zst"], {1})
 run(["--help"], {0})
@@ -149,6 +172,20 @@ for case in ("interleave", "basic", "twodev", "drv_sample", "drv_vmm"):
         b[i] ^= 0xff
         write("flip.zst", bytes(b))
         run(["--dump", "flip.zst"], {0, 2}, name="--dump %s byte %d ^ 0xff" % (case, i))
+
+# --- attribution under damage: every cut and a flipped byte of the Python-frames golden,
+# decoded with every attribution output on ---
+subprocess.run([MK, os.path.join(SRC, "attrib_loop.txt"), os.path.join(WORK, "attrib_loop.zst")], check=True)
+data = open(os.path.join(WORK, "attrib_loop.zst"), "rb").read()
+for cut in range(0, len(data), 3):
+    run(["--format", "json", "--top", "3", write("cut.zst", data[:cut])], {0, 2}, name="attrib_loop cut at %d" % cut)
+for i in range(len(data)):
+    b = bytearray(data)
+    b[i] ^= 0xff if i % 2 else 0x01
+    run(["--format", "json", "--top", "3", write("flip.zst", bytes(b))], {0, 2},
+        name="attrib_loop byte %d flipped" % i)
+    if i % 4 == 0:
+        run(["--breakdown", "--top", "2", "flip.zst"], {0, 2}, name="--breakdown attrib_loop byte %d" % i)
 
 # --- a trace whose frames reference their history: every cut, flipped bytes ---
 # (a flip in frame k may make frame k+1 undecodable too: reported as damage)
