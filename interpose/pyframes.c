@@ -51,7 +51,7 @@
  * Interning: code objects -> PYCODE records, once per process, through a
  * lock-free table keyed by the code object's address and validated with a
  * fingerprint: its co_filename/co_qualname pointers, co_firstlineno, and the
- * length and first and last 8 bytes of both strings (pymalloc hands a freed
+ * length and first and last 8 bytes of co_qualname (pymalloc hands a freed
  * code object's address, and its strings' addresses, to the next code object
  * of the same shape: pointers alone let exec'd functions dyn_2, dyn_4...
  * inherit dyn_0's id, as the test's `reuse` scenario showed on 3.11).  A
@@ -175,39 +175,96 @@ static inline int64_t ld_i64(const char *base, unsigned off)
 struct pyframe {
 	const char *code;
 	uint32_t instr;
-	uint64_t fp; /* code_fp(), filled by dsmt_py_stack */
+	uint64_t fp; /* fingerprint() */
 };
 
-/* Up to max frames of the thread whose state is ts, innermost first. */
+static inline uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return x;
+}
+
+/* What a str holds, cheaply: its address, length and the first and last 8
+ * bytes of its data, read as if it were compact ASCII (any other compact
+ * string gives bytes of its own header or data: constant but for its utf8
+ * cache, which may be filled once: one more definition, no harm).  Reading
+ * 8 bytes from the ASCII data start stays inside any compact str's
+ * allocation: sizeof(PyASCIIObject) + 8 <= the header plus the NUL, rounded
+ * up to pymalloc's 16-byte blocks (48 -> 64, 40 -> 48); strings shorter
+ * than 8 bytes contribute their block's padding, constant while they live. */
+static inline uint64_t str_fp(const char *s, unsigned data)
+{
+	if (!ok_ptr(s))
+		return 0;
+	int64_t n = ld_i64(s, U_LENGTH);
+	uint64_t h = (uintptr_t)s ^ ((uint64_t)n << 44);
+	if (!(ld_i32(s, U_STATE) & (1 << 5)) || n < 0)
+		return h; /* not compact: the address and length only */
+	const char *d = s + data;
+	uint64_t a, b;
+	memcpy(&a, d, 8);
+	memcpy(&b, d + (n >= 8 ? n - 8 : 0), 8);
+	return h ^ a ^ (b * 0x9e3779b97f4a7c15ull); /* compared whole, never an index */
+}
+
+/* Up to max frames of the thread whose state is ts, innermost first.  The
+ * offsets are copied to locals: stores to out[] could alias the global. */
 static unsigned walk(const char *ts, struct pyframe *out, unsigned max)
 {
-	const struct layout *l = &L;
-	const char *cf = ld_ptr(ts, l->ts_cframe);
+	const unsigned o_code = L.fr_code, o_prev = L.fr_previous, o_pi = L.fr_prev_instr, o_owner = L.fr_owner,
+		       owner_max = L.owner_max, cstack = L.owner_cstack, o_co = L.co_code,
+		       o_first = L.co_firsttraceable;
+	const void *ctype = code_type;
+	const char *cf = ld_ptr(ts, L.ts_cframe);
 	if (!ok_ptr(cf))
 		return 0;
-	const char *f = ld_ptr(cf, l->cf_current);
+	const char *f = ld_ptr(cf, L.cf_current);
 	unsigned n = 0;
 	for (unsigned steps = 4 * max + 64; f && n < max && steps; steps--) {
 		if (!ok_ptr(f))
 			break;
-		const char *co = ld_ptr(f, l->fr_code);
-		const char *pi = ld_ptr(f, l->fr_prev_instr);
-		unsigned owner = *(const uint8_t *)(f + l->fr_owner);
-		const char *prev = ld_ptr(f, l->fr_previous);
-		if (!ok_ptr(co) || ld_ptr(co, OB_TYPE) != code_type || owner > l->owner_max)
+		const char *co = ld_ptr(f, o_code);
+		const char *pi = ld_ptr(f, o_pi);
+		unsigned owner = *(const uint8_t *)(f + o_owner);
+		const char *prev = ld_ptr(f, o_prev);
+		if (!ok_ptr(co) || ld_ptr(co, OB_TYPE) != ctype || owner > owner_max)
 			break;
-		if (owner != l->owner_cstack) {
-			const char *c0 = co + l->co_code;
-			int32_t first = ld_i32(co, l->co_firsttraceable);
-			if (pi >= c0 && (owner == OWNED_BY_GENERATOR || pi >= c0 + 2 * (int64_t)first)) {
-				out[n].code = co;
-				out[n].instr = (uint32_t)((uintptr_t)(pi - c0) / 2);
-				n++;
-			}
+		const char *c0 = co + o_co;
+		if (owner != cstack && pi >= c0 &&
+		    (owner == OWNED_BY_GENERATOR || pi >= c0 + 2 * (int64_t)ld_i32(co, o_first))) {
+			out[n].code = co;
+			out[n].instr = (uint32_t)((uintptr_t)(pi - c0) / 2);
+			n++;
 		}
 		f = prev;
 	}
 	return n;
+}
+
+/* Fingerprints each frame's code object (co_filename's address,
+ * co_firstlineno, str_fp of co_qualname: the file name's bytes too would
+ * cost every frame of every event, and a reused code address whose
+ * qualname, firstlineno and file name address are all equal but whose file
+ * name is another is left undetected) and returns the stack's hash: one
+ * multiply per frame on the dependency chain. */
+static uint64_t fingerprint(struct pyframe *fr, unsigned n)
+{
+	const unsigned o_file = L.co_filename, o_qual = L.co_qualname, o_fl = L.co_firstlineno,
+		       data = L.u_ascii_data;
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+	for (unsigned i = 0; i < n; i++) {
+		const char *co = fr[i].code;
+		uint64_t fp = ((uintptr_t)ld_ptr(co, o_file) * 0xff51afd7ed558ccdull) ^ str_fp(ld_ptr(co, o_qual), data) ^
+			      ((uint64_t)(uint32_t)ld_i32(co, o_fl) << 20);
+		fr[i].fp = fp;
+		h = (h ^ ((uintptr_t)co * 0xc4ceb9fe1a85ec53ull) ^ ((uint64_t)fr[i].instr << 40) ^ fp) * 0x100000001b3ull;
+		h ^= h >> 29;
+	}
+	return h;
 }
 
 /* ---- reading str and bytes objects (compact unicode only) ---- */
@@ -304,53 +361,12 @@ static const uint8_t *read_linetable(const char *co, uint32_t *len)
 #define BUSY UINT32_MAX
 struct cent {
 	uintptr_t key;
-	uint64_t fp; /* code_fp() */
+	uint64_t fp; /* fingerprint() */
 	_Atomic uint32_t id;
 };
 static struct cent *ctab;
 static _Atomic uint32_t next_code_id = 1;
 
-static inline uint64_t mix(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return x;
-}
-
-/* What a str holds, cheaply: pointer, length, first and last 8 bytes of its
- * data.  Reading 8 bytes from the data start stays inside the object's
- * allocation: sizeof(header) + 8 <= the header plus the NUL, rounded up to
- * pymalloc's 16-byte blocks, for both layouts (48/72, 40/56). */
-static inline uint64_t str_fp(const char *s)
-{
-	if (!ok_ptr(s))
-		return 0;
-	uint32_t state = (uint32_t)ld_i32(s, U_STATE);
-	int64_t n = ld_i64(s, U_LENGTH);
-	uint64_t h = mix((uintptr_t)s ^ (uint64_t)n);
-	if (!(state & (1u << 5)) || n < 0)
-		return h; /* not compact: the pointer and length only */
-	int ascii = (state >> 6) & 1;
-	unsigned kind = ascii ? 1 : (state >> 2) & 7;
-	const char *d = s + (ascii ? L.u_ascii_data : L.u_compact_data);
-	uint64_t size = (uint64_t)n * kind, a, b;
-	memcpy(&a, d, 8);
-	if (size < 8)
-		a &= (1ull << (8 * size)) - 1, b = 0;
-	else
-		memcpy(&b, d + size - 8, 8);
-	return mix(h ^ a) + b;
-}
-
-/* the fingerprint of a code object, for the table and the stack hash */
-static inline uint64_t code_fp(const char *co)
-{
-	uint64_t h = str_fp(ld_ptr(co, L.co_filename)) + (uint32_t)ld_i32(co, L.co_firstlineno);
-	return mix(h ^ str_fp(ld_ptr(co, L.co_qualname))) | 1;
-}
 
 #define RLX_LOAD(p) __atomic_load_n(p, __ATOMIC_RELAXED)
 #define RLX_STORE(p, v) __atomic_store_n(p, v, __ATOMIC_RELAXED)
@@ -656,13 +672,7 @@ uint32_t dsmt_py_stack(int py)
 	unsigned n = walk(ts, fr, depth_max);
 	if (!n)
 		return 0;
-	uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
-	for (unsigned i = 0; i < n; i++) {
-		fr[i].fp = code_fp(fr[i].code);
-		h = mix(h ^ (uintptr_t)fr[i].code) + fr[i].instr;
-		h = mix(h ^ fr[i].fp);
-	}
-	h = mix(h) | 1; /* 0 marks an empty cache slot */
+	uint64_t h = mix(fingerprint(fr, n)) | 1; /* 0 marks an empty cache slot */
 	uint32_t id = dsmt_pystack_cached(h);
 	if (id)
 		return id;
