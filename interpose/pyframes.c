@@ -659,8 +659,9 @@ static __attribute__((noinline, cold)) int gil_check(void)
 
 uint32_t dsmt_py_stack(int py)
 {
-	if (__builtin_expect(atomic_load_explicit(&py_state, memory_order_acquire) != PY_ON, 0) && !not_on(py))
-		return 0;
+	int st = atomic_load_explicit(&py_state, memory_order_acquire);
+	if (__builtin_expect(st != PY_ON, 0) && (st == PY_OFF || !not_on(py)))
+		return 0; /* off (not Python, DSMEMTRACE_PY_DEPTH=0, unsupported): one load */
 	if (py == DSMT_PY_GIL && !atomic_load_explicit(&gil_checked, memory_order_relaxed) && !gil_check())
 		return 0;
 	if (!py_is_initialized())
