@@ -2523,7 +2523,8 @@ static void attrib_close_seg(struct ctx *c, size_t off, uint64_t seq, uint64_t t
 		return;
 	}
 	c->sattr.n = off + c->maxdev1;
-	memset(&c->sattr.v[off], 0, c->maxdev1 * sizeof(*c->sattr.v));
+	if (c->maxdev1)
+		memset(&c->sattr.v[off], 0, c->maxdev1 * sizeof(*c->sattr.v));
 	uint64_t (*stale)[2][DSMT_NCAT] = calloc(c->maxdev1 ? c->maxdev1 : 1, sizeof(*stale));
 	if (!stale) {
 		c->nomem = 1;
@@ -3900,7 +3901,8 @@ static int attrib_growth(struct ctx *c, struct dsmt_process *out, const uint32_t
 					    h->v};
 		}
 	}
-	qsort(v.v, v.n, sizeof(*v.v), cmp_gsurv);
+	if (v.n)
+		qsort(v.v, v.n, sizeof(*v.v), cmp_gsurv);
 	VEC(struct dsmt_growth) g = {0};
 	for (size_t i = 0; i < v.n;) {
 		size_t j = i;
@@ -3934,7 +3936,8 @@ static int attrib_growth(struct ctx *c, struct dsmt_process *out, const uint32_t
 		i = j;
 	}
 	free(v.v);
-	qsort(g.v, g.n, sizeof(*g.v), cmp_growth);
+	if (g.n)
+		qsort(g.v, g.n, sizeof(*g.v), cmp_growth);
 	out->growth = g.v;
 	out->ngrowth = g.n;
 	return 0;
@@ -4375,7 +4378,8 @@ int dsmt_decode_file(const char *path, const struct dsmt_opts *o, struct dsmt_pr
 					: "module statics recorded after their load time; replaying with them at that time");
 		if (c->timed.n > TIMED_MAX)
 			c->timed.n = 0; /* too many to place: where they are recorded */
-		qsort(c->timed.v, c->timed.n, sizeof(*c->timed.v), cmp_timed);
+		if (c->timed.n)
+			qsort(c->timed.v, c->timed.n, sizeof(*c->timed.v), cmp_timed);
 		c->timed_known = 1;
 		replay_reset(c);
 		c->track_res = need_res || c->res_seen;
