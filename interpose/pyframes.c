@@ -639,7 +639,9 @@ static __attribute__((noinline, cold)) int not_on(int py)
 			return atomic_load(&py_state) == PY_ON;
 		}
 	}
-	if (!atomic_exchange(&pending_armed, 1) && py_add_pending(pending_verify, NULL) != 0)
+	/* a plain load first: until the check has run, every event comes here */
+	if (!atomic_load_explicit(&pending_armed, memory_order_relaxed) && !atomic_exchange(&pending_armed, 1) &&
+	    py_add_pending(pending_verify, NULL) != 0)
 		atomic_store(&pending_armed, 0);
 	return 0;
 }

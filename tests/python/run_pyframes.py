@@ -10,7 +10,8 @@ MODE
               same code objects (qualname, file, firstlineno, co_linetable),
               same instruction for the outer frames, the allocating line for
               the innermost, on the right thread; NVTX push and mark (GIL held)
-              too; the atexit allocation; a daemon thread still allocating at
+              too; the atexit allocation; none on a C thread without a
+              Python thread state; a daemon thread still allocating at
               exit does not crash the process; stdout as without the preload,
               nothing on stderr.
   depth       DSMEMTRACE_PY_DEPTH=3: stacks hold the 3 innermost frames;
@@ -285,11 +286,17 @@ def mode_frames(a, tmp, pyver, depth=32, env=None):
             cid = pystack[e["pystack"]][0][0]
             if pycode.get(cid, {}).get("qual") != "daemon_loop":
                 fail("daemon thread event with innermost frame %s" % pycode.get(cid, {}).get("qual"))
+    for exp in [x for x in r["expect"] if x["kind"] == "native"]:
+        evs = [e for e in bysize.get(exp["size"], []) if e["tid"] == exp["tid"]]
+        if not evs:
+            fail("native thread: no ALLOC of %d bytes on thread %d" % (exp["size"], exp["tid"]))
+        if any(e["pystack"] for e in evs):
+            fail("native thread (no Python thread state): its ALLOC carries Python frames")
     addrs = [x["address"] for x in r["expect"] if x["kind"] == "code_address"]
     if len(set(addrs)) == len(addrs):
         fail("reuse: no code object address was reused (%s): the scenario tests nothing" % addrs)
     ks = {x["k"] for x in r["expect"]}
-    need = set(range(1, 17)) | set(range(20, 24)) | {30} | set(range(50, 60))
+    need = set(range(1, 17)) | set(range(20, 25)) | {30} | set(range(50, 60))
     if not need <= ks:
         fail("the victim did not reach scenarios %s" % sorted(need - ks))
     if subprocess.run([a.decoder, "--format", "json", r["traces"][0]], stdout=subprocess.DEVNULL,

@@ -16,7 +16,8 @@ chain is innermost first; instr (f_lasti // 2) is null for the innermost
 frame, whose instruction is the ctypes call on the next line (or the same
 line: `same` below).  Scenarios: nested calls, methods and closures,
 comprehensions, generators, asyncio, except / finally blocks, threads,
-non-ASCII function names (UCS-1, UCS-2, UCS-4), deep recursion, NVTX pushes
+non-ASCII function names (UCS-1, UCS-2, UCS-4), deep recursion, reused code
+addresses, a C thread without a Python thread state, NVTX pushes
 and marks with the GIL held (ctypes.PyDLL), an atexit handler, and a daemon
 thread still allocating when the interpreter exits.  stdout is the same with
 and without the preload.
@@ -227,6 +228,16 @@ def reuse():
         del fn, ns
 
 
+# ---- a thread without a Python thread state (torch's autograd threads) ----
+def native_thread():
+    nvtx.shim_native_thread.restype = ctypes.c_long
+    nvtx.shim_native_thread.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    tid = nvtx.shim_native_thread(ctypes.cast(t.ts_alloc, ctypes.c_void_p), ctypes.cast(t.ts_free, ctypes.c_void_p),
+                                  size(24))
+    with lock:
+        EXPECT.write(json.dumps({"k": 24, "size": size(24), "kind": "native", "tid": tid}) + "\n")
+
+
 def warmup():
     # the first event schedules the layout check (a pending call on this
     # thread); nothing is walked until it has run
@@ -257,6 +268,7 @@ größe()
 𠀀分配()
 deep(40)
 reuse()
+native_thread()
 nvtx_region()
 mark_here()
 atexit.register(at_exit)
