@@ -537,8 +537,8 @@ static void verdict(int r, const char *where)
 		int expect = PY_CHECK;
 		atomic_compare_exchange_strong(&py_state, &expect, PY_ON);
 	} else if (r == 0 && atomic_exchange(&py_state, PY_OFF) != PY_OFF) {
-		dsmt_warn("Python frames off: the frame layout check (%s) failed on CPython %s: %s differ", where,
-			  version, mismatch ? mismatch : "?");
+		dsmt_warn("Python frames off: the frame layout check (%s) failed on CPython %s: %s not as the "
+			  "public API says", where, version, mismatch ? mismatch : "?");
 	}
 }
 
