@@ -1153,7 +1153,7 @@ static inline unsigned phase_of(struct ctx *c, unsigned gph, uint32_t pystack, c
 	return ph;
 }
 
-static unsigned ar_phase(struct ctx *c, struct arec *r)
+static inline unsigned ar_phase(struct ctx *c, struct arec *r)
 {
 	if (!r->ph)
 		r->ph = (uint8_t)phase_of(c, r->gph, r->pystack, &c->thr.v[r->tidx], r->nvk, r->flags & AR_BW_SEEN,

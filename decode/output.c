@@ -47,12 +47,38 @@ static void json_opt(FILE *f, const char *key, int known, uint64_t v)
 		fprintf(f, ", \"%s\": null", key);
 }
 
-/* {"parameters": N, ..., "cached": N, "temporaries_by_phase": {...}} */
+/* decimal digits of v into the end of buf; returns the first */
+static char *u64_dec(char *end, uint64_t v)
+{
+	do
+		*--end = (char)('0' + v % 10);
+	while (v /= 10);
+	return end;
+}
+
+/* {"parameters": N, ..., "cached": N, "temporaries_by_phase": {...}} (one
+ * per row and interval: built in a buffer, it is most of a large report) */
 static void json_bk(FILE *f, const struct dsmt_bk *b)
 {
-	fputc('{', f);
-	for (unsigned k = 0; k < DSMT_BK_NCAT; k++)
-		fprintf(f, "%s\"%s\": %" PRIu64, k ? ", " : "", dsmt_cat_name(k), b->cat[k]);
+	char buf[1024], num[24], *o = buf;
+	*o++ = '{';
+	for (unsigned k = 0; k < DSMT_BK_NCAT; k++) {
+		const char *n = dsmt_cat_name(k);
+		if (k) {
+			*o++ = ',';
+			*o++ = ' ';
+		}
+		*o++ = '"';
+		size_t l = strlen(n);
+		memcpy(o, n, l);
+		o += l;
+		memcpy(o, "\": ", 3);
+		o += 3;
+		char *d = u64_dec(num + sizeof(num), b->cat[k]);
+		memcpy(o, d, (size_t)(num + sizeof(num) - d));
+		o += num + sizeof(num) - d;
+	}
+	fwrite(buf, 1, (size_t)(o - buf), f);
 	fputs(", \"temporaries_by_phase\": {", f);
 	int first = 1;
 	for (unsigned k = 1; k < DSMT_BK_NPHASE; k++) {
