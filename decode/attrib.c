@@ -120,6 +120,10 @@ static const struct name_rule name_rules[] = {
 	 * allocation in this range is the full parameter */
 	{"Init._convert_to_deepspeed_param.<locals>.all_gather_coalesced", NULL, NULL, C(BUCKETS), 0, AF_WS1_GATHER,
 	 W_BOTH},
+	/* 0.19.8 pushes no range for all_gather_coalesced (docs/validation.md): the flat all-gather
+	 * buffer is allocated directly in this one; the full parameters come later, in
+	 * AllGatherCoalescedHandle.wait (at world size 1 here: NoGather handles) */
+	{"PartitionedParameterCoordinator.__all_gather_params", NULL, NULL, C(BUCKETS), 0, AF_WS1_GATHER, W_BOTH},
 	{"DeepSpeedZeroOptimizer.setup_buckets", NULL, NULL, C(BUCKETS), 0, 0, W_PY},     /* HEAD (>= 0.18.3) */
 	{"DeepSpeedZeroOptimizer.backward", NULL, NULL, C(BUCKETS), P(BACKWARD), 0, W_PY}, /* 0.14.5 ipg_buffer */
 	{"DeepSpeedZeroOptimizer.reduce_gradients", NULL, NULL, C(BUCKETS), 0, 0, W_PY},
