@@ -173,6 +173,9 @@ struct dev {
 	struct tpend *tp;  /* --top: pending groups of the peak (pend.gen) */
 	size_t tpn, tpcap;
 	uint64_t tp_gen;
+	struct dsmt_block *pbp; /* --peak-blocks: blocks of the peak freed since (pbp_gen) */
+	size_t pbpn, pbpcap;
+	uint64_t pbp_gen;
 };
 
 struct segstat {
@@ -190,6 +193,7 @@ struct segattr {
 	uint32_t pk_node;
 	uint8_t pk_phase;
 	uint32_t top_off, ntop;
+	size_t pb_off, npb; /* --peak-blocks: into ctx.pbv */
 };
 
 struct gkey {
@@ -301,6 +305,7 @@ struct ctx {
 	VEC(uint64_t) ips;
 	uint64_t py_dropped;    /* definitions beyond the limits */
 	int attrib, top;        /* o->attrib, o->top */
+	int pblk;               /* o->peak_blocks */
 	uint64_t bucket_elems;  /* reduce_bucket_size (elements; 0: unknown) */
 	int world1;             /* META world_size 1 */
 
@@ -410,6 +415,7 @@ struct ctx {
 	struct dsmt_hmap unres_py; /* pystack / stack ids used before their definition */
 	VEC(struct segattr) sattr;
 	VEC(struct topent) tops;
+	VEC(struct dsmt_block) pbv; /* --peak-blocks, by segment and device (segattr.pb_off) */
 	VEC(struct gkey) gk;      /* interned groups */
 	struct dsmt_hmap gmap;    /* hash -> group (linear probing on the hash) */
 	VEC(struct gacc) gacc;    /* per group accumulator (tag) */
@@ -1316,6 +1322,17 @@ static __attribute__((noinline)) void attrib_freed_live(struct ctx *c, const str
 				return;
 			}
 			d->tp[d->tpn++] = (struct tpend){group_of(c, r->site, r->pystack, r->stack, cat), size};
+		}
+		if (c->pblk) {
+			if (d->pbp_gen != d->pk_gen) {
+				d->pbpn = 0;
+				d->pbp_gen = d->pk_gen;
+			}
+			if (vec_grow((void **)&d->pbp, &d->pbpcap, d->pbpn + 1, sizeof(*d->pbp))) {
+				c->nomem = 1;
+				return;
+			}
+			d->pbp[d->pbpn++] = (struct dsmt_block){e->ptr, size, cat};
 		}
 	}
 	if (d->snap.taken && r->seq <= d->snap.seq)
@@ -2588,6 +2605,36 @@ static void attrib_close_seg(struct ctx *c, size_t off, uint64_t seq, uint64_t t
 			top_select(c, &c->sattr.v[off + dv - 1]);
 		}
 	}
+	for (unsigned dv = 1; c->pblk && dv <= c->maxdev1; dv++) { /* --peak-blocks */
+		struct dev *d = c->dev[dv];
+		struct segattr *sa = &c->sattr.v[off + dv - 1];
+		sa->pb_off = c->pbv.n;
+		if (!d)
+			continue;
+		size_t it = 0;
+		struct dsmt_hent *h;
+		while ((h = dsmt_hmap_next(&d->tens, &it))) {
+			struct arec *r = &c->ar.v[h->aux];
+			if (r->seq > d->pk_seq)
+				continue;
+			unsigned ph, cat = ar_live_cat(c, r, r->size, &ph);
+			struct dsmt_block *b = VPUSH(c->pbv);
+			if (!b) {
+				c->nomem = 1;
+				break;
+			}
+			*b = (struct dsmt_block){h->key, r->size, cat};
+		}
+		for (size_t k = 0; d->pbp_gen == d->pk_gen && k < d->pbpn; k++) {
+			struct dsmt_block *b = VPUSH(c->pbv);
+			if (!b) {
+				c->nomem = 1;
+				break;
+			}
+			*b = d->pbp[k];
+		}
+		sa->npb = c->pbv.n - sa->pb_off;
+	}
 	for (unsigned dv = 1; dv <= c->maxdev1; dv++) {
 		struct segattr *sa = &c->sattr.v[off + dv - 1];
 		struct dev *d = c->dev[dv];
@@ -3087,8 +3134,17 @@ static void dump_event(struct ctx *c, const struct thread *t, unsigned type, uin
 		break;
 	}
 	}
-	if (x.pystack)
+	if (x.pystack) {
 		fprintf(df, " pystack=%" PRIu64, x.pystack);
+		/* the innermost Python frame, when its definitions came already */
+		const struct idxrange *pr = range_get(&c->pysmap, c->pys.v, x.pystack);
+		const struct pycode *pc = pr && pr->n ? pycode_get(c, c->pyframes.v[pr->off]) : NULL;
+		if (pc) {
+			uint64_t instr = c->pyframes.v[pr->off + 1];
+			int line = instr <= UINT32_MAX ? dsmt_py_line(pc->lt, pc->ltn, (int)pc->firstline, (unsigned)instr) : -1;
+			fprintf(df, " py0=\"%s %s:%d\"", pc->qual, pc->file, line);
+		}
+	}
 	fputc('\n', df);
 }
 
@@ -3530,6 +3586,7 @@ static void replay_reset(struct ctx *c)
 		if (c->dev[i]) {
 			dsmt_hmap_free(&c->dev[i]->tens);
 			free(c->dev[i]->tp);
+			free(c->dev[i]->pbp);
 			free(c->dev[i]);
 		}
 	}
@@ -3541,6 +3598,7 @@ static void replay_reset(struct ctx *c)
 	dsmt_hmap_free(&c->unres_py);
 	free(c->sattr.v);
 	free(c->tops.v);
+	free(c->pbv.v);
 	free(c->gk.v);
 	dsmt_hmap_free(&c->gmap);
 	free(c->gacc.v);
@@ -3833,6 +3891,12 @@ static int attrib_row(struct ctx *c, struct dsmt_row *r, const struct segstat *a
 			if (!(r->peak_nvtx[--i] = strdup(s)))
 				return -1;
 		}
+	}
+	if (pk->npb) {
+		if (!(r->blocks = malloc(pk->npb * sizeof(*r->blocks))))
+			return -1;
+		memcpy(r->blocks, &c->pbv.v[pk->pb_off], pk->npb * sizeof(*r->blocks));
+		r->nblocks = pk->npb;
 	}
 	if (pk->ntop) {
 		if (!(r->top = calloc(pk->ntop, sizeof(*r->top))))
@@ -4358,7 +4422,8 @@ int dsmt_decode_file(const char *path, const struct dsmt_opts *o, struct dsmt_pr
 	c->have_re = 1;
 	c->ignore_totals = o->ignore_totals;
 	c->top = o->top > 0 ? o->top : 0;
-	c->attrib = o->attrib || c->top;
+	c->pblk = o->peak_blocks;
+	c->attrib = o->attrib || c->top || c->pblk;
 	replay_reset(c);
 
 	int code = DSMT_EXIT_OK;
@@ -4458,6 +4523,7 @@ int dsmt_decode_file(const char *path, const struct dsmt_opts *o, struct dsmt_pr
 
 	out->attrib = c->attrib;
 	out->top = c->top;
+	out->peak_blocks = c->pblk;
 	if (build_rows(c, out) || build_driver(c, out) || (c->attrib && render_sites(c, out))) {
 		msg(c, "out of memory");
 		code = DSMT_EXIT_BAD;
@@ -4486,6 +4552,7 @@ void dsmt_process_free(struct dsmt_process *p)
 			free(p->rows[i].peak_nvtx[k]);
 		free(p->rows[i].peak_nvtx);
 		free(p->rows[i].top);
+		free(p->rows[i].blocks);
 	}
 	free(p->rows);
 	for (size_t i = 0; i < p->nsites; i++) {

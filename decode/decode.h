@@ -20,6 +20,7 @@ struct dsmt_opts {
 	int grad_accum;      /* DeepSpeed micro-steps per step; 0 = from the command line, else 1 */
 	int attrib;          /* attribute every byte (categories, phases): the JSON report's breakdowns */
 	int top;             /* > 0: the `top` largest groups of live bytes at each step's peak, by site */
+	int peak_blocks;     /* list every tensor block live at each interval's peak (validation) */
 };
 
 /* Attribution (decode/attrib.h has the rules): categories in report order,
@@ -50,6 +51,13 @@ struct dsmt_top {
 	uint64_t bytes, count;
 	unsigned cat;
 	size_t site; /* index into dsmt_process.sites */
+};
+
+/* A tensor block live at an interval's peak, with its category
+ * (--peak-blocks: for checking the rules against ground truth). */
+struct dsmt_block {
+	uint64_t ptr, size;
+	unsigned cat;
 };
 
 /* A site whose allocations of consecutive steps survive to the end of the
@@ -103,6 +111,8 @@ struct dsmt_row {
 	size_t npeak_nvtx;
 	struct dsmt_top *top; /* --top */
 	size_t ntop;
+	struct dsmt_block *blocks; /* --peak-blocks */
+	size_t nblocks;
 };
 
 /* A SOURCE record: who records driver-level events from seq on. */
@@ -148,6 +158,7 @@ struct dsmt_process {
 	struct dsmt_breakdown *bk; /* one per reported device */
 	size_t nbk;
 	int attrib, top; /* attribution was computed (top: --top N) */
+	int peak_blocks; /* rows carry blocks (--peak-blocks) */
 	struct dsmt_site *sites; /* sites named by top and growth */
 	size_t nsites;
 	struct dsmt_growth *growth;

@@ -30,6 +30,8 @@ static void usage(FILE *f)
 	      "                         peak (JSON always has them) and the growth of surviving bytes\n"
 	      "  --top N                the N largest groups of live bytes at each step's peak, by\n"
 	      "                         allocation site, with their Python and native frames\n"
+	      "  --peak-blocks          JSON: every tensor block live at each step's peak, with its\n"
+	      "                         category (for checking attribution against ground truth)\n"
 	      "  -o, --output FILE      write the report to FILE instead of stdout\n"
 	      "  -v, --verbose          more diagnostics on stderr\n"
 	      "  -h, --help             this text\n"
@@ -41,7 +43,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	enum { O_DUMP = 256, O_PERSTEP, O_STEPRE, O_IGNTOT, O_VERSION, O_GRADACC, O_BREAKDOWN, O_TOP };
+	enum { O_DUMP = 256, O_PERSTEP, O_STEPRE, O_IGNTOT, O_VERSION, O_GRADACC, O_BREAKDOWN, O_TOP, O_PEAKBLK };
 	static const struct option lo[] = {
 		{"dump", no_argument, NULL, O_DUMP},
 		{"per-step", no_argument, NULL, O_PERSTEP},
@@ -51,6 +53,7 @@ int main(int argc, char **argv)
 		{"grad-accum", required_argument, NULL, O_GRADACC},
 		{"breakdown", no_argument, NULL, O_BREAKDOWN},
 		{"top", required_argument, NULL, O_TOP},
+		{"peak-blocks", no_argument, NULL, O_PEAKBLK},
 		{"output", required_argument, NULL, 'o'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -79,6 +82,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		case O_BREAKDOWN: breakdown = 1; break;
+		case O_PEAKBLK: o.peak_blocks = 1; break;
 		case O_TOP: {
 			char *e;
 			long x = strtol(optarg, &e, 10);

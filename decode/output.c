@@ -130,6 +130,13 @@ static void json_row_attrib(FILE *f, const struct dsmt_process *p, const struct 
 	fprintf(f, ", \"ts_ns\": %" PRIu64 ", \"nvtx\": ", r->peak_ts_ns);
 	json_strs(f, r->peak_nvtx, r->npeak_nvtx);
 	fputc('}', f);
+	if (p->peak_blocks) {
+		fputs(",\n       \"peak_blocks\": [", f);
+		for (size_t i = 0; i < r->nblocks; i++)
+			fprintf(f, "%s{\"ptr\": %" PRIu64 ", \"size\": %" PRIu64 ", \"category\": \"%s\"}", i ? ", " : "",
+				r->blocks[i].ptr, r->blocks[i].size, dsmt_cat_name(r->blocks[i].cat));
+		fputc(']', f);
+	}
 	if (!p->top)
 		return;
 	fputs(",\n       \"top_sites\": [", f);

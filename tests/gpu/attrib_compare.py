@@ -22,6 +22,7 @@ Prints a summary line per part and writes nothing; exit 0 when the targets
 are met, 1 otherwise.
 """
 import argparse
+import gzip
 import json
 import re
 import sys
@@ -95,10 +96,19 @@ def frames(dump_path, frames_path, pid):
                          "size": int(m.group(4)),
                          "frame": p and {"name": p.group(1), "filename": p.group(2), "line": int(p.group(3))}})
     ours.sort(key=lambda e: e["seq"])
-    with open(frames_path) as f:
+    with (gzip.open(frames_path, "rt") if frames_path.endswith(".gz") else open(frames_path)) as f:
         theirs = [e for e in json.load(f) if e["action"] == "alloc"]
+    # torch's recorder was switched on right before the steps; ours ran from
+    # the start: find where its first entries line up with ours.  Addresses
+    # only: torch's trace gives the requested size, c10's hook the block's
+    k = min(20, len(theirs))
+    start = next((o for o in range(len(ours) - k + 1)
+                  if all(ours[o + i]["addr"] == theirs[i]["addr"] for i in range(k))), None)
+    if start is None:
+        return 0, 0, len(ours), len(theirs), 0, 0, [("no alignment of the first entries", None)]
+    ours = ours[start:]
     n = min(len(ours), len(theirs))
-    aligned = sum(1 for a, b in zip(ours, theirs) if a["addr"] == b["addr"] and a["size"] == b["size"])
+    aligned = sum(1 for a, b in zip(ours, theirs) if a["addr"] == b["addr"] and a["size"] >= b["size"])
     main = ok = 0
     misses = []
     for a, b in zip(ours, theirs):
@@ -120,23 +130,25 @@ def main():
     ap.add_argument("decoded")
     ap.add_argument("--dump")
     ap.add_argument("--frames")
+    ap.add_argument("--no-categories", action="store_true", help="judge the frames only")
     a = ap.parse_args()
     truth = json.load(open(a.truth))
     dec = json.load(open(a.decoded))
     good = True
-    frac, oth, lines, conf = categories(truth, dec)
-    good &= frac >= 98.0 and oth <= 2.0
-    print(f"categories {truth['loop']}: {frac:.2f} % of tagged peak bytes matched (target >= 98), "
-          f"other {oth:.2f} % of peak (target <= 2) -> {'OK' if frac >= 98.0 and oth <= 2.0 else 'FAIL'}")
-    for ln in lines:
-        print(ln)
-    for (w, g), b in sorted(conf.items(), key=lambda x: -x[1])[:8]:
-        print(f"  tagged {w} but decoded {g}: {b} B")
+    if not a.no_categories:
+        frac, oth, lines, conf = categories(truth, dec)
+        good &= frac >= 98.0 and oth <= 2.0
+        print(f"categories {truth['loop']}: {frac:.2f} % of tagged peak bytes matched (target >= 98), "
+              f"other {oth:.2f} % of peak (target <= 2) -> {'OK' if frac >= 98.0 and oth <= 2.0 else 'FAIL'}")
+        for ln in lines:
+            print(ln)
+        for (w, g), b in sorted(conf.items(), key=lambda x: -x[1])[:8]:
+            print(f"  tagged {w} but decoded {g}: {b} B")
     if a.dump and a.frames:
         n, aligned, no, nt, main_n, ok, misses = frames(a.dump, a.frames, truth["pid"])
         pct = 100.0 * ok / main_n if main_n else 0.0
         good &= pct >= 98.0 and aligned == n
-        print(f"frames {truth['loop']}: {nt} torch allocs, {no} traced, {aligned}/{n} aligned by address and size; "
+        print(f"frames {truth['loop']}: {nt} torch allocs, {no} traced, {aligned}/{n} aligned by address (block size >= requested size); "
               f"main thread {main_n} events, innermost Python frame equal in {ok} ({pct:.2f} %, target >= 98) "
               f"-> {'OK' if pct >= 98.0 and aligned == n else 'FAIL'}")
         for fa, fb in misses:
