@@ -337,6 +337,12 @@ unsigned attrib_category(const struct attrib_in *in, unsigned *rule)
 	if (in->native == LIB_WORKSPACE || in->native == LIB_NCCL) { /* the library that asked */
 		r = ATTRIB_R_NATIVE;
 		cat = in->native == LIB_WORKSPACE ? DSMT_CAT_WORKSPACE : DSMT_CAT_COMM;
+	} else if (in->libws && (in->crossed || in->ph_free == DSMT_PH_NONE) && !in->param_size) {
+		/* a library's handle workspace that torch allocated for it: in the op in which
+		 * cuBLAS created a handle on this thread (its own driver allocation), kept past
+		 * its phase (torch keeps one per handle and stream for the process's life) */
+		r = ATTRIB_R_HANDLE_WS;
+		cat = DSMT_CAT_WORKSPACE;
 	} else if (in->bucket && (in->py.cat == DSMT_CAT_NONE || in->py.cat == DSMT_CAT_GRADIENTS ||
 				  in->py.cat == DSMT_CAT_BUCKETS)) {
 		/* exactly reduce_bucket_size elements; beats a frame naming a gradient
@@ -375,6 +381,11 @@ unsigned attrib_category(const struct attrib_in *in, unsigned *rule)
 		cat = DSMT_CAT_ACTIVATIONS;
 	} else if (same_phase) {
 		r = ATTRIB_R_SAME_PHASE;
+		cat = DSMT_CAT_TEMPORARIES;
+	} else if (in->ph_alloc == DSMT_PH_FORWARD && in->steps == 1 && in->ph_free != DSMT_PH_NONE) {
+		/* held over: the step's output (the loss) kept by the loop until the next step
+		 * replaces it; freed there, so neither a leak nor a cache */
+		r = ATTRIB_R_HELD_OVER;
 		cat = DSMT_CAT_TEMPORARIES;
 	} else if (in->crossed || in->ph_free == DSMT_PH_NONE) {
 		/* alive across a step boundary (or still live at a snapshot after its phase) */

@@ -122,6 +122,7 @@ struct attrib_in {
 	uint8_t ph_alloc;   /* phase at the allocation */
 	uint8_t ph_free;    /* phase at the free; DSMT_PH_NONE: still live (snapshot) */
 	uint8_t crossed;    /* a step boundary lay between allocation and free (or snapshot) */
+	uint8_t steps;      /* steps begun since the allocation (the phase machine entering forward): 0, 1, 2 = more */
 	uint8_t bw_since;   /* a backward ran since the allocation (its step's, or a later one) */
 	uint8_t has_py;     /* the allocation carries Python frames */
 	struct attrib_ev py; /* Python frames' evidence */
@@ -130,6 +131,9 @@ struct attrib_in {
 	uint8_t bucket;     /* size is exactly a reduce bucket (reduce_bucket_size x 2 or 4) */
 	uint8_t param_size; /* a live parameters allocation has exactly this size */
 	uint8_t world1;     /* world size 1 */
+	uint8_t libws;      /* allocated on a thread, in the op (same Python stack, no free between) in which a
+			     * workspace library (cuBLAS...) allocated device memory itself: creating a handle,
+			     * which torch then gives a workspace from its caching allocator */
 };
 
 /* The category; *rule (if not NULL) says which rule decided (ATTRIB_R_*).
@@ -140,17 +144,19 @@ unsigned attrib_category(const struct attrib_in *in, unsigned *rule);
 
 static inline uint64_t attrib_key(const struct attrib_in *in)
 {
-	return (uint64_t)attrib_pack(&in->py) | (uint64_t)attrib_pack(&in->nv) << 24 |
-	       (uint64_t)in->ph_alloc << 48 | (uint64_t)in->ph_free << 51 | (uint64_t)(in->crossed != 0) << 54 |
-	       (uint64_t)(in->has_py != 0) << 55 | (uint64_t)(in->native & 3) << 56 | (uint64_t)(in->bucket != 0) << 58 |
-	       (uint64_t)(in->param_size != 0) << 59 | (uint64_t)(in->world1 != 0) << 60 | (uint64_t)1 << 61 |
-	       (uint64_t)(in->bw_since != 0) << 62;
+	/* the evidence without its rule index (16 bits each: cat, phase, flags) */
+	return (uint64_t)(attrib_pack(&in->py) & 0xffff) | (uint64_t)(attrib_pack(&in->nv) & 0xffff) << 16 |
+	       (uint64_t)(in->ph_alloc & 7) << 32 | (uint64_t)(in->ph_free & 7) << 35 |
+	       (uint64_t)(in->crossed != 0) << 38 | (uint64_t)(in->steps > 2 ? 2 : in->steps) << 49 | (uint64_t)(in->has_py != 0) << 40 |
+	       (uint64_t)(in->native & 3) << 41 | (uint64_t)(in->bucket != 0) << 43 | (uint64_t)(in->param_size != 0) << 44 |
+	       (uint64_t)(in->world1 != 0) << 45 | (uint64_t)1 << 46 | (uint64_t)(in->bw_since != 0) << 47 |
+	       (uint64_t)(in->libws != 0) << 48;
 }
 
 enum { /* attrib_category rules, in order (docs/attribution.md) */
 	ATTRIB_R_NATIVE = 1, ATTRIB_R_BUCKET, ATTRIB_R_PY, ATTRIB_R_PY_TRANSIENT, ATTRIB_R_RECOMPUTE,
 	ATTRIB_R_NVTX, ATTRIB_R_NVTX_TRANSIENT, ATTRIB_R_GRAD_SIZE, ATTRIB_R_FWD_BWD, ATTRIB_R_INFLIGHT,
-	ATTRIB_R_SAME_PHASE, ATTRIB_R_PERSIST, ATTRIB_R_LATER, ATTRIB_R_OTHER,
+	ATTRIB_R_SAME_PHASE, ATTRIB_R_PERSIST, ATTRIB_R_LATER, ATTRIB_R_OTHER, ATTRIB_R_HANDLE_WS, ATTRIB_R_HELD_OVER,
 };
 
 /* reduce_bucket_size (elements) from the recorded command line (META

@@ -98,6 +98,8 @@ struct thread {
 	int autograd;   /* a torch autograd engine thread (by name) */
 	uint32_t nvk;   /* attribution: packed NVTX evidence of its innermost classified range */
 	uint32_t nvtop; /* its innermost open range (ctx.nvn; 0: none) */
+	uint32_t ws_py; /* attribution: 1 + the Python stack of a workspace library's driver allocation on
+			 * this thread (cuBLAS creating a handle), until the op ends (0: none) */
 };
 
 /* Driver level: the category of each device byte (exactly one each).
@@ -125,13 +127,20 @@ struct arec {
 	uint32_t epoch;   /* the pause epoch of the allocation (after pauses) */
 	uint32_t cat_seg; /* the segment in which `cat` was decided */
 	uint32_t bw_gen;  /* ctx.bw_gen at the allocation */
+	uint32_t fwd_gen; /* ctx.fwd_gen at the allocation */
 	uint32_t group;   /* interned (site, pystack, stack, cat) for `cat` (UINT32_MAX: none yet) */
 	uint8_t gph;      /* the process-wide phase then */
 	uint8_t flags;    /* AR_* */
 	uint8_t dev1;
 	uint8_t cat, ph;  /* decided category while live (AR_CAT), resolved phase (0: not yet) */
 };
-enum { AR_BW_SEEN = 1, AR_CAT = 2, AR_PARAM = 4 /* counted in ctx.psizes */, AR_LIVE = 8 };
+enum {
+	AR_BW_SEEN = 1,
+	AR_CAT = 2,
+	AR_PARAM = 4, /* counted in ctx.psizes */
+	AR_LIVE = 8,
+	AR_LIBWS = 16, /* allocated in the op in which a workspace library allocated on this thread */
+};
 
 /* pending sums of a peak: blocks live at the peak and freed since */
 struct pend {
@@ -404,6 +413,7 @@ struct ctx {
 	uint64_t ar_free;         /* 1 + first free record (0: none); a free record's seq links on */
 	uint8_t ph;               /* the process-wide phase (DSMT_PH_*) */
 	int bw_seen;              /* an autograd thread was active since the step began */
+	uint32_t fwd_gen;         /* step stretches begun so far (phase machine entering FORWARD) */
 	uint32_t bw_gen;          /* backward passes begun so far (a main-thread .backward, or
 				   * autograd threads becoming active in a step) */
 	uint32_t cur_fwd;         /* 1 + the open DeepSpeed forward (0: none) */
@@ -870,6 +880,8 @@ static void attrib_close_seg(struct ctx *c, size_t off, uint64_t seq, uint64_t t
  * backward STEP (the optimizer). */
 static void set_phase(struct ctx *c, unsigned ph, uint32_t fwd)
 {
+	if (ph == DSMT_PH_FORWARD && (c->ph != DSMT_PH_FORWARD || c->bw_seen))
+		c->fwd_gen++; /* a step's stretch begins (not again at a marker's push right after its pop) */
 	if (ph == DSMT_PH_FORWARD) {
 		c->bw_seen = 0;
 		c->cur_fwd = fwd;
@@ -1177,6 +1189,8 @@ static unsigned ar_category(struct ctx *c, struct arec *r, uint64_t size, unsign
 	in.ph_alloc = (uint8_t)ar_phase(c, r);
 	in.ph_free = (uint8_t)ph_free;
 	in.crossed = r->seg != c->segs.n;
+	in.steps = (uint8_t)(c->fwd_gen - r->fwd_gen > 2 ? 2 : c->fwd_gen - r->fwd_gen);
+	in.libws = (r->flags & AR_LIBWS) != 0;
 	in.bw_since = r->bw_gen != c->bw_gen;
 	in.has_py = r->pystack != 0;
 	in.py = attrib_unpack(py_evidence(c, r->pystack));
@@ -1267,9 +1281,16 @@ static uint32_t ar_new(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
 	r->epoch = (uint32_t)c->epoch;
 	r->cat_seg = 0;
 	r->bw_gen = c->bw_gen;
+	r->fwd_gen = c->fwd_gen;
 	r->group = UINT32_MAX;
 	r->gph = c->ph;
 	r->flags = AR_LIVE | (c->bw_seen ? AR_BW_SEEN : 0);
+	if (t->ws_py) { /* the op that created a cuBLAS (...) handle: torch gives it a workspace */
+		if (t->ws_py == e->pystack + 1)
+			r->flags |= AR_LIBWS;
+		else
+			c->thr.v[e->tidx].ws_py = 0;
+	}
 	r->size = e->size;
 	r->dev1 = e->dev1;
 	r->cat = 0;
@@ -1351,6 +1372,7 @@ static inline void attrib_thread_seen(struct ctx *c, const struct dsmt_event *e)
 static inline void attrib_free(struct ctx *c, const struct dsmt_event *e, struct dev *d, uint64_t size, uint32_t i)
 {
 	attrib_thread_seen(c, e);
+	c->thr.v[e->tidx].ws_py = 0; /* a free on the thread: the op that created a handle is over */
 	struct arec *r = &c->ar.v[i];
 	if (__builtin_expect(i == d->pk_idx && d->pk_has && !d->pk_copied, 0)) {
 		d->pk_rec = *r; /* the peak's allocation goes: keep what it was */
@@ -1915,6 +1937,8 @@ static void replay_drv(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
 	case DSMT_DRV_ALLOC_ASYNC: {
 		unsigned cat = drv_cat(c, e->x, under_rt, &res);
 		dm_put(c, seq, e->ts, e->ptr, e->size, e->dev1, OR_DRV, LV_DEV, cat, res);
+		if (cat == CAT_WORKSPACE && c->attrib && e->tidx < c->thr.n)
+			c->thr.v[e->tidx].ws_py = e->pystack + 1; /* attribution: AR_LIBWS */
 		break;
 	}
 	case DSMT_DRV_ALLOC_MANAGED:
