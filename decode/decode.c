@@ -1353,7 +1353,7 @@ static __attribute__((noinline)) void attrib_freed_live(struct ctx *c, const str
 				c->nomem = 1;
 				return;
 			}
-			d->pbp[d->pbpn++] = (struct dsmt_block){e->ptr, size, cat};
+			d->pbp[d->pbpn++] = (struct dsmt_block){e->ptr, size, r->seq, cat};
 		}
 	}
 	if (d->snap.taken && r->seq <= d->snap.seq)
@@ -2647,7 +2647,7 @@ static void attrib_close_seg(struct ctx *c, size_t off, uint64_t seq, uint64_t t
 				c->nomem = 1;
 				break;
 			}
-			*b = (struct dsmt_block){h->key, r->size, cat};
+			*b = (struct dsmt_block){h->key, r->size, r->seq, cat};
 		}
 		for (size_t k = 0; d->pbp_gen == d->pk_gen && k < d->pbpn; k++) {
 			struct dsmt_block *b = VPUSH(c->pbv);

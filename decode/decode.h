@@ -57,6 +57,7 @@ struct dsmt_top {
  * (--peak-blocks: for checking the rules against ground truth). */
 struct dsmt_block {
 	uint64_t ptr, size;
+	uint64_t seq; /* of its allocation */
 	unsigned cat;
 };
 

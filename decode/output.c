@@ -133,8 +133,9 @@ static void json_row_attrib(FILE *f, const struct dsmt_process *p, const struct 
 	if (p->peak_blocks) {
 		fputs(",\n       \"peak_blocks\": [", f);
 		for (size_t i = 0; i < r->nblocks; i++)
-			fprintf(f, "%s{\"ptr\": %" PRIu64 ", \"size\": %" PRIu64 ", \"category\": \"%s\"}", i ? ", " : "",
-				r->blocks[i].ptr, r->blocks[i].size, dsmt_cat_name(r->blocks[i].cat));
+			fprintf(f, "%s{\"ptr\": %" PRIu64 ", \"size\": %" PRIu64 ", \"seq\": %" PRIu64 ", \"category\": \"%s\"}",
+				i ? ", " : "", r->blocks[i].ptr, r->blocks[i].size, r->blocks[i].seq,
+				dsmt_cat_name(r->blocks[i].cat));
 		fputc(']', f);
 	}
 	if (!p->top)

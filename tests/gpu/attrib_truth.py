@@ -7,12 +7,14 @@ LOOP: mlp | transformer | transformer_ckpt (activation checkpointing).
 Each step is an NVTX "train_step" range; torch's counters are read and the
 peaks reset after each (as loops.py does).  The script tags, by storage
 address, every tensor whose role PyTorch itself tells us:
-  parameters        the model's parameters after .to(device)
+  parameters        the model's parameters and buffers after .to(device)
   gradients         p.grad in register_post_accumulate_grad_hook
   optimizer_states  the tensors in optimizer.state after each step()
   activations       tensors saved for backward (saved_tensors_hooks),
                     parameter storages excluded
-Tags carry the step in which they were seen (parameters: 0 = for good).
+Tags carry the step in which they were seen (parameters: 0 = for good) and
+the allocator's running count of allocations then ("nalloc"), which names
+the allocation exactly (the latest one at that address up to that count).
 With --frames, torch.cuda.memory._record_memory_history(stacks="python")
 runs during the steps, and the allocator's own trace (action, addr, size,
 innermost Python frame) is written to OUT.frames.json, to check the
@@ -59,8 +61,12 @@ def main():
         if t is None or not t.is_cuda:
             return
         st = t.untyped_storage()
+        # which allocation this storage is: the allocator's running count of
+        # allocations when it was seen (the latest allocation at this address
+        # up to that count) — an address is reused within a step
+        n = torch.cuda.memory_stats(0).get("allocation.all.allocated")
         tags.append({"ptr": st.data_ptr(), "nbytes": st.nbytes(), "category": cat,
-                     "step": state["step"] if step is None else step})
+                     "step": state["step"] if step is None else step, "nalloc": n})
 
     if a.loop == "mlp":
         model = loops.make_mlp(torch, dev)
@@ -68,7 +74,12 @@ def main():
     else:
         model = loops.make_transformer(torch, dev, checkpoint=a.loop == "transformer_ckpt")
     params = list(model.parameters())
+    # module state: parameters and buffers (e.g. an attention mask) — saved
+    # for backward or not, it is the model's, not an activation
     param_ptrs = {p.untyped_storage().data_ptr() for p in params}
+    param_ptrs |= {b.untyped_storage().data_ptr() for b in model.buffers() if b.is_cuda}
+    for b in model.buffers():
+        tag(b, "parameters", 0)
     for p in params:
         tag(p, "parameters", 0)
         p.register_post_accumulate_grad_hook(lambda p: tag(p.grad, "gradients"))
