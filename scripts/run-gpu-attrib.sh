@@ -30,8 +30,8 @@ for loop in ${DSMT_ATTRIB_LOOPS:-mlp transformer transformer_ckpt}; do
 	"$B/decode/dsmemdecode" --format json --peak-blocks "$t" >"$d/decoded.json" 2>"$d/decode.err"
 	"$B/decode/dsmemdecode" --format json --top 8 "$t" >"$d/top.json" 2>/dev/null
 	"$B/decode/dsmemdecode" --dump "$t" >"$d/dump.txt" 2>/dev/null
-	args=()
-	[ -n "$fr" ] && args=(--dump "$d/dump.txt" --frames "$d/truth.frames.json")
+	args=(--dump "$d/dump.txt")
+	[ -n "$fr" ] && args+=(--frames "$d/truth.frames.json")
 	python3 "$src/tests/gpu/attrib_compare.py" "$d/truth.json" "$d/decoded.json" "${args[@]}" | tee "$d/judge.txt" || rc=1
 	grep dsmemtrace "$d/err.txt" | sort | uniq -c
 done
