@@ -79,6 +79,10 @@ def ds_config(a, world):
         "gradient_clipping": 1.0,
         "prescale_gradients": False,
         "wall_clock_breakdown": False,
+        # with --offload the optimizer steps on the CPU copy: DeepSpeed-Chat
+        # uses DeepSpeedCPUAdam (a compiled op); this example passes torch's
+        # AdamW, which DeepSpeed accepts when told so
+        "zero_force_ds_cpu_optimizer": False,
     }
     if a.dtype == "fp16":
         c["fp16"] = {"enabled": True, "loss_scale_window": 100}
