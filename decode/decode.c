@@ -240,6 +240,18 @@ struct sample {
 	uint32_t dev1, flags;
 };
 
+/* A host-memory sample (HOST record), before event next_seq */
+struct hostsm {
+	uint64_t next_seq, ts, rss, vsz;
+	uint64_t n; /* record order (ties) */
+};
+
+/* The process-wide phase as host samples see it, from seq + 1 on */
+struct phchg {
+	uint64_t seq;
+	uint8_t ph;
+};
+
 struct timed {
 	uint64_t t, ptr, size; /* t: ts units */
 	uint32_t dev1, op;
@@ -401,6 +413,10 @@ struct ctx {
 	size_t pend_head;
 	uint64_t sample_due;   /* next_seq of pend[pend_head] (UINT64_MAX: none) */
 	uint64_t samples_dropped;
+	VEC(struct hostsm) hosts; /* HOST records */
+	uint64_t hosts_dropped;
+	VEC(struct phchg) phchg;  /* attribution: phase changes (host samples' phase) */
+	uint8_t host_ph;          /* the last phase in phchg */
 	uint64_t last_rt_free_ptr; /* the last runtime FREE (DSMT_VIA_UNDER_RT check) */
 	uint32_t last_rt_free_tidx;
 	uint64_t drv_unk_free, drv_unk_free_seq, drv_unk_free_ptr;
@@ -878,7 +894,9 @@ static void attrib_close_seg(struct ctx *c, size_t off, uint64_t seq, uint64_t t
  * boundary; a step marker or a main-thread DeepSpeedEngine.forward begins
  * FORWARD (fwd: 1 + that forward), its .backward BACKWARD, the end of the
  * backward STEP (the optimizer). */
-static void set_phase(struct ctx *c, unsigned ph, uint32_t fwd)
+static void ph_note(struct ctx *c, uint64_t seq);
+
+static void set_phase(struct ctx *c, uint64_t seq, unsigned ph, uint32_t fwd)
 {
 	if (ph == DSMT_PH_FORWARD && (c->ph != DSMT_PH_FORWARD || c->bw_seen))
 		c->fwd_gen++; /* a step's stretch begins (not again at a marker's push right after its pop) */
@@ -889,6 +907,28 @@ static void set_phase(struct ctx *c, unsigned ph, uint32_t fwd)
 	if (ph == DSMT_PH_BACKWARD && c->ph != DSMT_PH_BACKWARD)
 		c->bw_gen++;
 	c->ph = (uint8_t)ph;
+	ph_note(c, seq);
+}
+
+/* The process-wide phase for host samples: the phase machine, with the
+ * stretch of a step after an autograd thread became active counted as
+ * backward (without DeepSpeed's ranges nothing process-wide says where the
+ * optimizer begins).  Noted at every change, with the seq of the event that
+ * made it. */
+static void ph_note(struct ctx *c, uint64_t seq)
+{
+	unsigned ph = c->ph;
+	if (ph == DSMT_PH_FORWARD && c->bw_seen)
+		ph = DSMT_PH_BACKWARD;
+	if (ph == c->host_ph)
+		return;
+	struct phchg *p = VPUSH(c->phchg);
+	if (!p) {
+		c->nomem = 1;
+		return;
+	}
+	*p = (struct phchg){seq, (uint8_t)ph};
+	c->host_ph = (uint8_t)ph;
 }
 
 #define NVNODES_MAX ((size_t)1 << 24)
@@ -1361,17 +1401,19 @@ static __attribute__((noinline)) void attrib_freed_live(struct ctx *c, const str
 }
 
 /* Torch events of autograd threads mark the main thread as past its backward */
-static inline void attrib_thread_seen(struct ctx *c, const struct dsmt_event *e)
+static inline void attrib_thread_seen(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
 {
 	if (c->ph == DSMT_PH_FORWARD && !c->bw_seen && c->thr.v[e->tidx].autograd) {
 		c->bw_seen = 1;
 		c->bw_gen++;
+		ph_note(c, seq);
 	}
 }
 
-static inline void attrib_free(struct ctx *c, const struct dsmt_event *e, struct dev *d, uint64_t size, uint32_t i)
+static inline void attrib_free(struct ctx *c, uint64_t seq, const struct dsmt_event *e, struct dev *d,
+			       uint64_t size, uint32_t i)
 {
-	attrib_thread_seen(c, e);
+	attrib_thread_seen(c, seq, e);
 	c->thr.v[e->tidx].ws_py = 0; /* a free on the thread: the op that created a handle is over */
 	struct arec *r = &c->ar.v[i];
 	if (__builtin_expect(i == d->pk_idx && d->pk_has && !d->pk_copied, 0)) {
@@ -1429,7 +1471,7 @@ static inline __attribute__((always_inline)) void replay_torch_dev(struct ctx *c
 		h->v = e->size;
 		d->alloc += e->size;
 		if (c->attrib) {
-			attrib_thread_seen(c, e);
+			attrib_thread_seen(c, seq, e);
 			h->aux = ar_new(c, seq, e);
 		}
 		if (d->alloc > d->pk_alloc) {
@@ -1444,7 +1486,7 @@ static inline __attribute__((always_inline)) void replay_torch_dev(struct ctx *c
 		if (dsmt_hmap_del(&d->tens, e->ptr, &old)) {
 			d->alloc -= old.v;
 			if (c->attrib)
-				attrib_free(c, e, d, old.v, old.aux);
+				attrib_free(c, seq, e, d, old.v, old.aux);
 		} else if (!c->unk_free++) {
 			c->unk_free_seq = seq;
 			c->unk_free_ptr = e->ptr;
@@ -1510,7 +1552,7 @@ static __attribute__((noinline)) void replay_torch_post(struct ctx *c, uint64_t 
 			uint32_t ep = c->attrib ? c->ar.v[old.aux].epoch : old.aux;
 			d->alloc -= ep < c->epoch ? e->size : old.v;
 			if (c->attrib)
-				attrib_free(c, e, d, old.v, old.aux);
+				attrib_free(c, seq, e, d, old.v, old.aux);
 		} else { /* allocated while paused */
 			c->pause_unk_free++;
 			d->alloc -= e->size;
@@ -2361,7 +2403,7 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 			t->nvk = attrib_nvtx_push(t->nvk, &ev);
 			nv_push(c, t, e->x);
 			if (ph)
-				set_phase(c, ph, (k & NC_FWD) && ph == DSMT_PH_FORWARD ? (uint32_t)c->fwds.n : 0);
+				set_phase(c, seq, ph, (k & NC_FWD) && ph == DSMT_PH_FORWARD ? (uint32_t)c->fwds.n : 0);
 		}
 		break;
 	}
@@ -2386,9 +2428,9 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 			t->nvk = top.prev_nvk;
 			t->nvtop = top.prev_top;
 			if (k & NC_MARKER) /* the next step's stretch begins */
-				set_phase(c, DSMT_PH_FORWARD, 0);
+				set_phase(c, seq, DSMT_PH_FORWARD, 0);
 			else if ((k & NC_BWD) && is_main_thread(c, e->tidx))
-				set_phase(c, DSMT_PH_STEP, c->cur_fwd); /* past backward: the optimizer */
+				set_phase(c, seq, DSMT_PH_STEP, c->cur_fwd); /* past backward: the optimizer */
 		}
 		break;
 	}
@@ -2405,7 +2447,7 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 			b->v = e->ts;
 			close_segment(c, seq, e->ts);
 			if (c->attrib)
-				set_phase(c, DSMT_PH_FORWARD, 0);
+				set_phase(c, seq, DSMT_PH_FORWARD, 0);
 		}
 		break;
 	case DSMT_REC_NVTX_END: {
@@ -2413,7 +2455,7 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 		if (dsmt_hmap_del(&c->open_seq, e->size, &a) && dsmt_hmap_del(&c->open_ts, e->size, &b)) {
 			end_range(c, a.v, b.v, seq, e->ts);
 			if (c->attrib)
-				set_phase(c, DSMT_PH_FORWARD, 0);
+				set_phase(c, seq, DSMT_PH_FORWARD, 0);
 		}
 		break;
 	}
@@ -2427,7 +2469,7 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 			}
 			*m = (struct mark){seq, e->ts};
 			if (c->attrib)
-				set_phase(c, DSMT_PH_FORWARD, 0);
+				set_phase(c, seq, DSMT_PH_FORWARD, 0);
 		}
 		break;
 	default:
@@ -3528,6 +3570,32 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 			}
 			break;
 		}
+		case DSMT_REC_HOST: {
+			struct hostsm hs = {0};
+			hs.next_seq = dsmt_cur_u(&cu);
+			hs.ts = dsmt_cur_u(&cu);
+			hs.rss = dsmt_cur_u(&cu);
+			hs.vsz = dsmt_cur_u(&cu);
+			if (cu.bad)
+				return damage(c, rec, "malformed HOST record");
+			if (mode == PASS_REPLAY) {
+				if (c->hosts.n >= SAMPLES_MAX) {
+					c->hosts_dropped++;
+				} else {
+					struct hostsm *h = VPUSH(c->hosts);
+					if (!h) {
+						c->nomem = 1;
+					} else {
+						hs.n = c->hosts.n - 1;
+						*h = hs;
+					}
+				}
+			} else if (mode == PASS_DUMP) {
+				fprintf(df, "%u HOST next_seq=%" PRIu64 " ts=%" PRIu64 " rss=%" PRIu64 " vsz=%" PRIu64 "\n",
+					fidx, hs.next_seq, hs.ts, hs.rss, hs.vsz);
+			}
+			break;
+		}
 		case DSMT_REC_FLUSH: {
 			uint64_t ts = dsmt_cur_u(&cu), ns = dsmt_cur_u(&cu);
 			if (cu.bad)
@@ -3636,6 +3704,8 @@ static void replay_reset(struct ctx *c)
 	free(c->srcs.v);
 	free(c->samples.v);
 	free(c->pend.v);
+	free(c->hosts.v);
+	free(c->phchg.v);
 	dsmt_hmap_free(&c->unres_sites);
 	dsmt_hmap_free(&c->unres_names);
 	for (size_t i = 0; i < c->thr.n; i++) {
@@ -3653,6 +3723,7 @@ static void replay_reset(struct ctx *c)
 	c->sample_due = UINT64_MAX;
 	c->src_via = SRC_UNKNOWN;
 	c->ph = DSMT_PH_INIT;
+	c->host_ph = DSMT_PH_INIT;
 }
 
 /* reduce_bucket_size in elements (attrib_bucket_elems): from the recorded
@@ -4148,6 +4219,65 @@ static int render_sites(struct ctx *c, struct dsmt_process *out)
 	return rc;
 }
 
+/* ---- host memory (HOST records) ---- */
+
+static int host_cmp(const void *a, const void *b)
+{
+	const struct hostsm *x = a, *y = b;
+	if (x->next_seq != y->next_seq)
+		return x->next_seq < y->next_seq ? -1 : 1;
+	return x->n < y->n ? -1 : x->n > y->n;
+}
+
+/* Samples in seq order; the process-wide peaks; with attribution the
+ * largest RSS per phase (a sample before event N has the phase left by the
+ * last change at a seq below N). */
+static void host_process(struct ctx *c, struct dsmt_process *out)
+{
+	if (!c->hosts.n)
+		return;
+	qsort(c->hosts.v, c->hosts.n, sizeof(*c->hosts.v), host_cmp);
+	out->host_samples = c->hosts.n;
+	size_t k = 0;
+	unsigned ph = DSMT_PH_INIT;
+	for (size_t i = 0; i < c->hosts.n; i++) {
+		const struct hostsm *h = &c->hosts.v[i];
+		if (h->rss > out->host_peak_rss)
+			out->host_peak_rss = h->rss;
+		if (h->vsz > out->host_peak_vsz)
+			out->host_peak_vsz = h->vsz;
+		if (!c->attrib)
+			continue;
+		while (k < c->phchg.n && c->phchg.v[k].seq < h->next_seq)
+			ph = c->phchg.v[k++].ph;
+		if (ph < DSMT_BK_NPHASE) {
+			if (!out->phase_rss_n[ph]++ || h->rss > out->phase_rss[ph])
+				out->phase_rss[ph] = h->rss;
+		}
+	}
+}
+
+/* The interval of samples before events (from, to]: [0, to] for the first.
+ * Its largest RSS, and the last sample with next_seq <= to.  *pos: where the
+ * previous interval's samples ended (intervals come in order). */
+static void host_interval(struct ctx *c, size_t *pos, int first, uint64_t from, uint64_t to,
+			  struct dsmt_row *r)
+{
+	size_t i = *pos;
+	while (i < c->hosts.n && !first && c->hosts.v[i].next_seq <= from)
+		i++; /* (only when intervals overlap: never) */
+	for (; i < c->hosts.n && c->hosts.v[i].next_seq <= to; i++) {
+		if (!r->has_peak_rss || c->hosts.v[i].rss > r->peak_rss)
+			r->peak_rss = c->hosts.v[i].rss;
+		r->has_peak_rss = 1;
+	}
+	if (i) {
+		r->has_end_rss = 1;
+		r->end_rss = c->hosts.v[i - 1].rss;
+	}
+	*pos = i;
+}
+
 static int build_rows(struct ctx *c, struct dsmt_process *out)
 {
 	uint64_t t0 = u64_meta(c, "start_realtime_ns", 0);
@@ -4261,10 +4391,13 @@ static int build_rows(struct ctx *c, struct dsmt_process *out)
 		free(seg_iv);
 		return -1;
 	}
-	size_t k = 0, npaused = 0;
+	size_t k = 0, npaused = 0, hpos = 0;
+	host_process(c, out);
 	for (size_t i = 0; i < ni; i++) {
 		/* does [from, to) overlap a paused stretch? */
 		uint64_t from = i ? b[i - 1].seq : 0, to = i < nb ? b[i].seq : UINT64_MAX;
+		struct dsmt_row hr = {0};
+		host_interval(c, &hpos, i == 0, from, to, &hr);
 		int paused = 0;
 		for (size_t p = 0; p < c->stretches.n && !paused; p++)
 			paused = c->stretches.v[p].from_seq < to && c->stretches.v[p].to_seq > from;
@@ -4289,6 +4422,10 @@ static int build_rows(struct ctx *c, struct dsmt_process *out)
 			r->end_dev = a->end_dev;
 			r->peak_hp = ihp[i].pk_hp;
 			r->end_hp = ihp[i].end_hp;
+			r->has_peak_rss = hr.has_peak_rss;
+			r->has_end_rss = hr.has_end_rss;
+			r->peak_rss = hr.peak_rss;
+			r->end_rss = hr.end_rss;
 			if (c->attrib && a->seen && attrib_row(c, r, a, t0, unit)) {
 				free(agg);
 				free(ihp);
@@ -4544,6 +4681,8 @@ int dsmt_decode_file(const char *path, const struct dsmt_opts *o, struct dsmt_pr
 		msg(c, "%" PRIu64 " SOURCE records beyond %d not listed", c->srcs_dropped, SRC_MAX);
 	if (c->samples_dropped)
 		msg(c, "%" PRIu64 " SAMPLE records beyond %zu ignored", c->samples_dropped, SAMPLES_MAX);
+	if (c->hosts_dropped)
+		msg(c, "%" PRIu64 " HOST records beyond %zu ignored", c->hosts_dropped, SAMPLES_MAX);
 
 	out->attrib = c->attrib;
 	out->top = c->top;

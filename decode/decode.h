@@ -101,6 +101,10 @@ struct dsmt_row {
 	 * the process on this device, and pinned host memory (process-wide: the
 	 * same in every device's row of an interval) */
 	uint64_t peak_dev, end_dev, peak_hp, end_hp;
+	/* host memory (HOST records, format 1.3): the largest RSS sampled inside
+	 * the interval and the last sample at or before its end (process-wide) */
+	int has_peak_rss, has_end_rss;
+	uint64_t peak_rss, end_rss;
 	/* attribution (dsmt_process.attrib): the allocated level by category at
 	 * the interval's peak and at its end; the phase of the allocation that
 	 * made the peak (0 when the peak is the interval's starting value), its
@@ -164,6 +168,11 @@ struct dsmt_process {
 	size_t nsites;
 	struct dsmt_growth *growth;
 	size_t ngrowth;
+	/* host memory (HOST records): samples, the largest RSS and virtual size,
+	 * and with attribution the largest RSS sampled in each phase
+	 * (phase_rss_n[ph] samples; index: DSMT_PH_*) */
+	uint64_t host_samples, host_peak_rss, host_peak_vsz;
+	uint64_t phase_rss[DSMT_BK_NPHASE], phase_rss_n[DSMT_BK_NPHASE];
 };
 
 /* Decode `path`.  Messages go to `err` prefixed with "dsmemdecode: FILE: ".

@@ -166,6 +166,8 @@ static void json_row(FILE *f, const struct dsmt_process *p, const struct dsmt_ro
 	json_opt(f, "end_device", drv, r->end_dev);
 	json_opt(f, "peak_host_pinned", drv, r->peak_hp);
 	json_opt(f, "end_host_pinned", drv, r->end_hp);
+	json_opt(f, "peak_host_rss", r->has_peak_rss, r->peak_rss);
+	json_opt(f, "end_host_rss", r->has_end_rss, r->end_rss);
 	fprintf(f, ", \"allocs\": %" PRIu64 ", \"frees\": %" PRIu64 "%s", r->allocs, r->frees,
 		r->paused ? ", \"paused\": true" : "");
 	json_row_attrib(f, p, r);
@@ -371,6 +373,34 @@ static void json_growth(FILE *f, const struct dsmt_process *p)
 	fputc(']', f);
 }
 
+/* "host_memory": null without HOST records, else the number of samples,
+ * the largest RSS and virtual size, and (attribution) the largest RSS
+ * sampled in each phase that has samples */
+static void json_host_memory(FILE *f, const struct dsmt_process *p)
+{
+	fputs(",\n     \"host_memory\": ", f);
+	if (!p->host_samples) {
+		fputs("null", f);
+		return;
+	}
+	fprintf(f, "{\"samples\": %" PRIu64 ", \"peak_rss\": %" PRIu64 ", \"peak_vsz\": %" PRIu64
+		   ", \"phase_peak_rss\": ",
+		p->host_samples, p->host_peak_rss, p->host_peak_vsz);
+	if (!p->attrib) {
+		fputs("null}", f);
+		return;
+	}
+	fputc('{', f);
+	int first = 1;
+	for (unsigned ph = 1; ph < DSMT_BK_NPHASE; ph++) {
+		if (!p->phase_rss_n[ph])
+			continue;
+		fprintf(f, "%s\"%s\": %" PRIu64, first ? "" : ", ", dsmt_phase_name(ph), p->phase_rss[ph]);
+		first = 0;
+	}
+	fputs("}}", f);
+}
+
 void dsmt_write_json(FILE *f, const struct dsmt_process *ps, size_t n)
 {
 	fputs("{\"format\": \"dsmemdecode-steps/3\",\n \"processes\": [", f);
@@ -407,6 +437,7 @@ void dsmt_write_json(FILE *f, const struct dsmt_process *ps, size_t n)
 		json_rows(f, p, "eval", DSMT_EVAL);
 		json_driver(f, p);
 		json_growth(f, p);
+		json_host_memory(f, p);
 		fputs("}", f);
 	}
 	fputs("]}\n", f);

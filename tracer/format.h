@@ -58,9 +58,10 @@
 #define DSMT_MAGIC "DSMTRACE"
 #define DSMT_MAGIC_LEN 8
 #define DSMT_FORMAT_MAJOR 1 /* bumped only for incompatible changes */
-#define DSMT_FORMAT_MINOR 2 /* bumped when records or trailing fields are added
+#define DSMT_FORMAT_MINOR 3 /* bumped when records or trailing fields are added
                              * 1.1 (2026-11-30): DRV, SOURCE and SAMPLE records
-                             * 1.2 (2026-11-30): PYCODE, PYSTACK; trailing pystack field */
+                             * 1.2 (2026-11-30): PYCODE, PYSTACK; trailing pystack field
+                             * 1.3 (2026-12-01): HOST records */
 /* Format 1 was redefined once before any release (2026-11-30: field order,
  * site/totals deltas, frame history); traces of the earlier layout exist only
  * in this repository's history. */
@@ -93,6 +94,11 @@ enum dsmt_rec {
 	                         * next_seq).  proc_used: this process's bytes on the device
 	                         * (valid when flags & DSMT_SAMPLE_PROC); dev_used/dev_total:
 	                         * the whole device (all processes) */
+	DSMT_REC_HOST = 0x0A,   /* next_seq ts (absolute) rss vsz (1.3): host memory of the
+	                         * process, bytes (/proc/self/statm resident and size
+	                         * times the page size), read by the writer thread every
+	                         * DSMEMTRACE_HOST_SAMPLE_MS when next_seq seqs had been
+	                         * claimed (it lies before event next_seq, like SAMPLE) */
 
 	/* events: belong to the current thread; dseq and dts come last */
 	DSMT_REC_ALLOC = 0x10, /* api dev1 sdptr size stream stack sdsite stot_alloc stot_reserved dseq dts */

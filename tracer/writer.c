@@ -598,12 +598,60 @@ static void maybe_sample(uint64_t now)
 	dsmt_nvml_sample(emit_sample);
 }
 
+/* Host memory (format 1.3 HOST records): the process's RSS and virtual size
+ * from /proc/self/statm, every DSMEMTRACE_HOST_SAMPLE_MS (default 100, 0 =
+ * off), on the writer thread's cycle.  One pread of a descriptor kept open:
+ * no allocation. */
+static uint64_t host_every_ns = ~0ull, next_host_ns;
+static int statm_fd = -2;
+static uint64_t page_bytes;
+
+static void maybe_host_sample(uint64_t now)
+{
+	if (host_every_ns == ~0ull) {
+		const char *e = getenv("DSMEMTRACE_HOST_SAMPLE_MS");
+		long ms = e && *e ? strtol(e, NULL, 10) : 100;
+		host_every_ns = ms > 0 ? (uint64_t)ms * 1000000ull : 0;
+		long pg = sysconf(_SC_PAGESIZE);
+		page_bytes = pg > 0 ? (uint64_t)pg : 4096;
+	}
+	if (!host_every_ns || now < next_host_ns)
+		return;
+	next_host_ns = now + host_every_ns;
+	if (statm_fd == -2)
+		statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	if (statm_fd < 0)
+		return;
+	char b[128];
+	ssize_t n = pread(statm_fd, b, sizeof b - 1, 0);
+	if (n <= 0)
+		return;
+	b[n] = 0;
+	/* "size resident shared text lib data dt", in pages */
+	char *p = b, *q;
+	unsigned long long vsz = strtoull(p, &q, 10);
+	if (q == p)
+		return;
+	p = q;
+	unsigned long long rss = strtoull(p, &q, 10);
+	if (q == p)
+		return;
+	struct dsmt_recbuf rb;
+	dsmt_rb_reset(&rb);
+	dsmt_rb_u(&rb, atomic_load(&dsmt_seq));
+	dsmt_rb_u(&rb, to_units(dsmt_now_ns()));
+	dsmt_rb_u(&rb, (uint64_t)rss * page_bytes);
+	dsmt_rb_u(&rb, (uint64_t)vsz * page_bytes);
+	emit(DSMT_REC_HOST, &rb);
+}
+
 static void drain_all(void)
 {
 	cycle_start_ns = dsmt_now_ns();
 	cycle_seq = atomic_load(&dsmt_seq);
 	update_modules();
 	maybe_sample(cycle_start_ns);
+	maybe_host_sample(cycle_start_ns);
 	int again;
 	do {
 		again = 0;

@@ -26,6 +26,9 @@ status and stderr, and that --ignore-totals leaves stdout byte-identical.
                          the traces go to dsmemdecode in this order (default:
                          the whole script is one trace, CASE.zst)
   #! order NAME...       the processes of the report, by file (default: one)
+  #! hostmem [proc=I] key=value...  "host_memory" (format 1.3 HOST records):
+                         samples, peak_rss, peak_vsz; a phase name: its
+                         phase_peak_rss entry (phase_peak_rss exactly these)
 
 Attribution (JSON schema dsmemdecode-steps/3).  In values, `~` stands for a
 space (frames such as "main~(train.py:12)").
@@ -188,6 +191,7 @@ def check_case(mktrace, decode, srcdir, work, name, update):
     dump_want = []
     attrib = []  # (kind, dict)
     bktable = False
+    hostmem = []  # dicts
     parts, cur = [], None  # (name, script lines)
     for l in open(script):
         if l.startswith("#! file "):
@@ -223,6 +227,8 @@ def check_case(mktrace, decode, srcdir, work, name, update):
             if key in ("ntop", "ngrowth"):
                 kv = [x if "=" in x else "n=" + x for x in kv]
             attrib.append((key, dict(x.split("=", 1) for x in kv)))
+        elif key == "hostmem":
+            hostmem.append(dict(x.split("=", 1) for x in rest.split()))
         elif key == "bktable":
             bktable = True
         elif key == "file":
@@ -347,6 +353,21 @@ def check_case(mktrace, decode, srcdir, work, name, update):
                 if match[0].get(k, "(absent)") != parse_value(v):
                     fails.append("%s: %s = %r, expected %s" % (what, k, match[0].get(k, "(absent)"), v))
         fails += check_attrib(doc, rows_of, attrib)
+        for hm in hostmem:
+            hm = dict(hm)
+            h = doc["processes"][int(hm.pop("proc", 0))].get("host_memory")
+            if h is None:
+                fails.append("host_memory is null")
+                continue
+            phases = {}
+            for k, v in hm.items():
+                if k in ("samples", "peak_rss", "peak_vsz"):
+                    if h.get(k) != int(v):
+                        fails.append("host_memory %s = %r, expected %s" % (k, h.get(k), v))
+                else:
+                    phases[k] = int(v)
+            if h.get("phase_peak_rss") != phases:
+                fails.append("host_memory phase_peak_rss = %r, expected %r" % (h.get("phase_peak_rss"), phases))
         for pr in procs:
             p = doc["processes"][int(pr.pop("proc", 0))]
             for k, v in pr.items():

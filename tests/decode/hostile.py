@@ -118,6 +118,20 @@ run([mk("drv_samples", drvbase + "".join("sample next=%d ts=%d dev=%d proc=%d\n"
         (7919 * i) % 5000, i, i % 300, i) for i in range(3000)) + "drv seq=1 op=alloc ptr=0x10 size=5\n")], {0})
 run(["--format", "json", "drv_samples.zst"], {0})
 
+# --- HOST records (format 1.3): cut payloads, huge values, out-of-order and
+# far-future next_seq, many of them, in a trace with and without steps ---
+hostbase = "meta host x\nmeta pid 1\nthread 1 MainThread\nalloc seq=0 ptr=0x10 size=1\n"
+run([mk("host_cut", hostbase + "raw 0x0a 05\nraw 0x0a\nraw 0x0a ffffffffffffffffffff7f\n")], {2},
+    "malformed HOST record")
+run([mk("host_vals", hostbase + "host next=0xffffffffffffffff ts=0xffffffffffffffff rss=0xffffffffffffffff "
+        "vsz=0xffffffffffffffff\nhost next=0 ts=0 rss=0 vsz=0\npush seq=1 name=train_step\n"
+        "host next=5 rss=7\npop seq=2\nraw 0x0a 01 02 03 04 05 06 07\n")], {0})
+run([mk("host_many", hostbase + "push seq=1 name=train_step\npop seq=2\n" + "".join(
+        "host next=%d ts=%d rss=%d vsz=%d\n" % ((7919 * i) % 5000, i, i * 4096, i) for i in range(3000)))], {0})
+for args in (["--format", "json"], ["--format", "csv"], ["--dump"], []):
+    for f in ("host_vals.zst", "host_many.zst"):
+        run(args + [f], {0})
+
 # --- Python frames (format 1.2): hostile definitions and references ---
 pybase = ("meta host x\nmeta pid 1\nthread 1 MainThread\n"
           "pycode 1 /a/torch/optim/adam.py Adam._init_group 0xffffffffffffffff ffffffff 999999\n"
@@ -154,7 +168,7 @@ if out.count(b'"file"') != 2:
     fails.append("multi-file: expected 2 processes in %r" % out)
 
 # --- every cut point and every flipped byte of a multi-frame trace ---
-for case in ("interleave", "basic", "twodev", "drv_sample", "drv_vmm"):
+for case in ("interleave", "basic", "twodev", "drv_sample", "drv_vmm", "host_mem"):
     subprocess.run([MK, os.path.join(SRC, case + ".txt"), os.path.join(WORK, case + ".zst")], check=True)
     data = open(os.path.join(WORK, case + ".zst"), "rb").read()
     for cut in range(len(data)):

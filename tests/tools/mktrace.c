@@ -61,6 +61,9 @@
  *                                  (default next), dev index or "host",
  *                                  flags default 1 (proc valid) when proc=
  *                                  is given, else 0
+ *   host next ts rss vsz           HOST record (format 1.3; no thread, no delta
+ *                                  state): next and ts as for sample; rss and
+ *                                  vsz in bytes (default 0)
  *   flush ts next
  *   raw TYPE HEX                   a record with a raw payload
  *   bytes HEX                      raw bytes into the current frame's data
@@ -862,6 +865,17 @@ static void cmd(char **tok, int ntok)
 		dsmt_rb_u(&r, kv_num("dev_total", 0));
 		kv_done();
 		rec(&frm, DSMT_REC_SAMPLE, &r);
+	} else if (!strcmp(c, "host")) {
+		parse_kv(tok + 1, ntok - 1);
+		write_header();
+		uint64_t next = kv_num("next", next_seq);
+		dsmt_rb_reset(&r);
+		dsmt_rb_u(&r, next);
+		dsmt_rb_u(&r, kv_num("ts", next));
+		dsmt_rb_u(&r, kv_num("rss", 0));
+		dsmt_rb_u(&r, kv_num("vsz", 0));
+		kv_done();
+		rec(&frm, DSMT_REC_HOST, &r);
 	} else if (!strcmp(c, "lost")) {
 		parse_kv(tok + 1, ntok - 1);
 		struct tstate *t = ev_begin(&r);
