@@ -32,6 +32,10 @@ static void usage(FILE *f)
 	      "                         allocation site, with their Python and native frames\n"
 	      "  --peak-blocks          JSON: every tensor block live at each step's peak, with its\n"
 	      "                         category (for checking attribution against ground truth)\n"
+	      "  --summary              one row per run and rank, like the seed's tables: model,\n"
+	      "                         GPUs, ZeRO stage, offload, micro-batch, seq (from the recorded\n"
+	      "                         command line), time per 10 steps, MaxMemAllocated, ...; then\n"
+	      "                         the max and the skew across ranks (table or json)\n"
 	      "  -o, --output FILE      write the report to FILE instead of stdout\n"
 	      "  -v, --verbose          more diagnostics on stderr\n"
 	      "  -h, --help             this text\n"
@@ -43,7 +47,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	enum { O_DUMP = 256, O_PERSTEP, O_STEPRE, O_IGNTOT, O_VERSION, O_GRADACC, O_BREAKDOWN, O_TOP, O_PEAKBLK };
+	enum { O_DUMP = 256, O_PERSTEP, O_STEPRE, O_IGNTOT, O_VERSION, O_GRADACC, O_BREAKDOWN, O_TOP, O_PEAKBLK, O_SUMMARY };
 	static const struct option lo[] = {
 		{"dump", no_argument, NULL, O_DUMP},
 		{"per-step", no_argument, NULL, O_PERSTEP},
@@ -54,6 +58,7 @@ int main(int argc, char **argv)
 		{"breakdown", no_argument, NULL, O_BREAKDOWN},
 		{"top", required_argument, NULL, O_TOP},
 		{"peak-blocks", no_argument, NULL, O_PEAKBLK},
+		{"summary", no_argument, NULL, O_SUMMARY},
 		{"output", required_argument, NULL, 'o'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -62,7 +67,7 @@ int main(int argc, char **argv)
 	};
 	struct dsmt_opts o = {.step_re = DSMT_DEFAULT_STEP_RE};
 	const char *fmt = "table", *outpath = NULL;
-	int dump = 0, c, breakdown = 0;
+	int dump = 0, c, breakdown = 0, summary = 0;
 	while ((c = getopt_long(argc, argv, "f:o:vh", lo, NULL)) != -1) {
 		switch (c) {
 		case O_DUMP: dump = 1; break;
@@ -83,6 +88,7 @@ int main(int argc, char **argv)
 		}
 		case O_BREAKDOWN: breakdown = 1; break;
 		case O_PEAKBLK: o.peak_blocks = 1; break;
+		case O_SUMMARY: summary = 1; break;
 		case O_TOP: {
 			char *e;
 			long x = strtol(optarg, &e, 10);
@@ -107,12 +113,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "dsmemdecode: unknown format '%s' (table, csv or json)\n", fmt);
 		return DSMT_EXIT_USAGE;
 	}
+	if (summary && !strcmp(fmt, "csv")) {
+		fputs("dsmemdecode: --summary prints a table or json, not csv\n", stderr);
+		return DSMT_EXIT_USAGE;
+	}
 	if (optind >= argc) {
 		usage(stderr);
 		return DSMT_EXIT_USAGE;
 	}
 	/* attribution: what the JSON report and the table's --breakdown show */
-	o.attrib = !strcmp(fmt, "json") || breakdown || o.top;
+	o.attrib = !strcmp(fmt, "json") || breakdown || o.top || summary; /* summary: the breakdown at the peak */
 	FILE *out = stdout;
 	if (outpath && !(out = fopen(outpath, "w"))) {
 		perror(outpath);
@@ -146,7 +156,9 @@ int main(int argc, char **argv)
 		}
 		if (code != DSMT_EXIT_USAGE) {
 			dsmt_sort_processes(ps, n);
-			if (!strcmp(fmt, "json"))
+			if (summary)
+				dsmt_write_summary(out, ps, n, !strcmp(fmt, "json"));
+			else if (!strcmp(fmt, "json"))
 				dsmt_write_json(out, ps, n);
 			else if (!strcmp(fmt, "csv"))
 				dsmt_write_csv(out, ps, n);

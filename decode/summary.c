@@ -1,0 +1,385 @@
+/* --summary: one row per run and rank, like the seed note's tables
+ * (README, "Summary").  Configuration from the recorded command line (META
+ * cmdline, NUL-separated), numbers from the decoded rows; what the trace
+ * cannot tell is unknown: `?` in the table, null in JSON. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode.h"
+
+#define NTOPCAT 3
+
+enum { C_TIME10, C_MAXALLOC, C_ENDALLOC, C_PEAKRES, C_PEAKDEV, C_RSS, C_PINNED, NNUM };
+static const char *const num_key[NNUM] = {"time_per_10_steps_s", "max_mem_allocated", "mem_allocated",
+					  "peak_reserved", "peak_device", "host_rss_peak", "host_pinned_peak"};
+
+struct srow {
+	const struct dsmt_process *p;
+	const char *run_id;
+	long long rank;
+	int has_rank;
+	char model[128], world[32], zero[32], offload[32], mbs[32], seq[32]; /* "" = unknown */
+	int known[NNUM];
+	double v[NNUM]; /* bytes, or seconds */
+	int max_step;   /* the step of MaxMemAllocated (0: none) */
+	const struct dsmt_row *pk; /* its row (breakdown) */
+};
+
+/* the value of --NAME VALUE or --NAME=VALUE in the command line; flag: 1
+ * when present without a value */
+static const char *cmd_arg(const char *const *argv, int argc, const char *name, int *present)
+{
+	size_t n = strlen(name);
+	for (int i = 0; i < argc; i++) {
+		if (strncmp(argv[i], name, n))
+			continue;
+		if (argv[i][n] == '=') {
+			*present = 1;
+			return argv[i] + n + 1;
+		}
+		if (argv[i][n])
+			continue;
+		*present = 1;
+		return i + 1 < argc && strncmp(argv[i + 1], "--", 2) ? argv[i + 1] : NULL;
+	}
+	return NULL;
+}
+
+static void copy(char *dst, size_t cap, const char *s)
+{
+	snprintf(dst, cap, "%s", s);
+}
+
+static void parse_cmdline(const struct dsmt_process *p, struct srow *r)
+{
+	const char *v = NULL;
+	size_t len = 0;
+	for (size_t i = 0; i < p->nmeta; i++)
+		if (!strcmp(p->meta[i].key, "cmdline")) {
+			v = p->meta[i].val;
+			len = p->meta[i].val_len;
+		}
+	if (!v)
+		return;
+	const char *argv[512];
+	int argc = 0;
+	for (size_t i = 0; i < len && argc < 512;) {
+		argv[argc++] = v + i;
+		i += strlen(v + i) + 1;
+	}
+	int any = 0, pr = 0;
+	const char *m = cmd_arg(argv, argc, "--model_name_or_path", &pr);
+	if (!m)
+		m = cmd_arg(argv, argc, "--model", &pr);
+	if (m) {
+		const char *b = strrchr(m, '/');
+		copy(r->model, sizeof r->model, b && b[1] ? b + 1 : m);
+	}
+	any |= pr;
+	pr = 0;
+	const char *z = cmd_arg(argv, argc, "--zero_stage", &pr);
+	if (z)
+		copy(r->zero, sizeof r->zero, z);
+	any |= pr;
+	pr = 0;
+	const char *b = cmd_arg(argv, argc, "--per_device_train_batch_size", &pr);
+	if (b)
+		copy(r->mbs, sizeof r->mbs, b);
+	any |= pr;
+	pr = 0;
+	const char *s = cmd_arg(argv, argc, "--max_seq_len", &pr);
+	if (s)
+		copy(r->seq, sizeof r->seq, s);
+	any |= pr;
+	int off = 0;
+	cmd_arg(argv, argc, "--offload", &off);
+	/* --offload is a store_true flag: its absence says "no" only in a
+	 * command line that has the example's (DeepSpeed-Chat's) flags */
+	if (off)
+		copy(r->offload, sizeof r->offload, "yes");
+	else if (any)
+		copy(r->offload, sizeof r->offload, "no");
+}
+
+static void fill(const struct dsmt_process *p, struct srow *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->p = p;
+	r->run_id = dsmt_meta_get(p, "run_id");
+	const char *rk = dsmt_meta_get(p, "rank"), *ws = dsmt_meta_get(p, "world_size");
+	char *e;
+	if (rk && *rk) {
+		r->rank = strtoll(rk, &e, 10);
+		r->has_rank = !*e;
+	}
+	if (ws && *ws) {
+		strtoll(ws, &e, 10);
+		if (!*e)
+			copy(r->world, sizeof r->world, ws);
+	}
+	parse_cmdline(p, r);
+	uint64_t t_first = 0, t_last = 0;
+	int first_step = 0, last_step = 0;
+	for (size_t i = 0; i < p->nrows; i++) {
+		const struct dsmt_row *w = &p->rows[i];
+		if (w->peak_res > r->v[C_PEAKRES] || !r->known[C_PEAKRES])
+			r->v[C_PEAKRES] = (double)w->peak_res;
+		r->known[C_PEAKRES] = 1;
+		if (p->has_drv) {
+			if (w->peak_dev > r->v[C_PEAKDEV])
+				r->v[C_PEAKDEV] = (double)w->peak_dev;
+			if (w->peak_hp > r->v[C_PINNED])
+				r->v[C_PINNED] = (double)w->peak_hp;
+			r->known[C_PEAKDEV] = r->known[C_PINNED] = 1;
+		}
+		if (w->kind != DSMT_STEP)
+			continue;
+		if (!r->known[C_MAXALLOC] || w->peak_alloc > r->v[C_MAXALLOC]) {
+			r->v[C_MAXALLOC] = (double)w->peak_alloc;
+			r->max_step = w->step;
+			r->pk = w;
+		}
+		r->known[C_MAXALLOC] = 1;
+		if (w->step >= last_step) { /* the last step's end (devices: the last listed) */
+			r->v[C_ENDALLOC] = (double)w->end_alloc;
+			r->known[C_ENDALLOC] = 1;
+			last_step = w->step;
+			t_last = w->end_ns;
+		}
+		if (!first_step || w->step < first_step) {
+			first_step = w->step;
+			t_first = w->start_ns;
+		}
+	}
+	/* time per 10 steps: only with step markers or DeepSpeed's ranges (the
+	 * whole-run rule has no steps to time) */
+	if (last_step && p->rule != DSMT_RULE_WHOLE_RUN && t_last > t_first) {
+		r->v[C_TIME10] = (double)(t_last - t_first) / 1e9 * 10.0 / (last_step - first_step + 1);
+		r->known[C_TIME10] = 1;
+	}
+	if (p->host_samples) {
+		r->v[C_RSS] = (double)p->host_peak_rss;
+		r->known[C_RSS] = 1;
+	}
+}
+
+/* the NTOPCAT largest categories at the MaxMemAllocated peak */
+static int top_cats(const struct srow *r, unsigned *cat)
+{
+	if (!r->pk || !r->p->attrib)
+		return 0;
+	int n = 0;
+	unsigned used[DSMT_BK_NCAT] = {0};
+	for (; n < NTOPCAT; n++) {
+		int best = -1;
+		for (unsigned c = 0; c + 1 < DSMT_BK_NCAT; c++) /* cached aside */
+			if (!used[c] && r->pk->peak_bk.cat[c] && (best < 0 || r->pk->peak_bk.cat[c] > r->pk->peak_bk.cat[best]))
+				best = (int)c;
+		if (best < 0)
+			break;
+		used[best] = 1;
+		cat[n] = (unsigned)best;
+	}
+	return n;
+}
+
+static const char *const MEANING =
+	"largest per-step peak of allocated bytes over training steps (init, evaluation and tail excluded)";
+
+static void put_num_text(FILE *f, int known, double v, int secs, int width)
+{
+	char b[32];
+	if (!known)
+		snprintf(b, sizeof b, "?");
+	else if (secs)
+		snprintf(b, sizeof b, "%.1f", v);
+	else
+		snprintf(b, sizeof b, "%.2f", v / 1073741824.0);
+	fprintf(f, "  %*s", width, b);
+}
+
+static const char *txt(const char *s) { return *s ? s : "?"; }
+
+static void json_s(FILE *f, const char *key, const char *s, int num)
+{
+	if (!*s)
+		fprintf(f, "\"%s\": null", key);
+	else if (num)
+		fprintf(f, "\"%s\": %s", key, s);
+	else {
+		fprintf(f, "\"%s\": \"", key);
+		for (; *s; s++)
+			if (*s == '"' || *s == '\\')
+				fprintf(f, "\\%c", *s);
+			else if ((unsigned char)*s < 0x20)
+				fprintf(f, "\\u%04x", *s);
+			else
+				fputc(*s, f);
+		fputc('"', f);
+	}
+}
+
+static int is_int(const char *s)
+{
+	if (!*s)
+		return 0;
+	char *e;
+	strtoll(s, &e, 10);
+	return !*e;
+}
+
+static void json_nums(FILE *f, const int *known, const double *v)
+{
+	for (int k = 0; k < NNUM; k++) {
+		fprintf(f, ", \"%s\": ", num_key[k]);
+		if (!known[k])
+			fputs("null", f);
+		else if (k == C_TIME10)
+			fprintf(f, "%.3f", v[k]);
+		else
+			fprintf(f, "%.0f", v[k]);
+	}
+}
+
+void dsmt_write_summary(FILE *f, const struct dsmt_process *ps, size_t n, int json)
+{
+	struct srow *rs = calloc(n ? n : 1, sizeof(*rs));
+	if (!rs)
+		return;
+	for (size_t i = 0; i < n; i++)
+		fill(&ps[i], &rs[i]);
+	if (json)
+		fprintf(f, "{\"format\": \"dsmemdecode-summary/1\",\n \"max_mem_allocated\": \"%s\",\n \"runs\": [", MEANING);
+	else
+		fprintf(f, "MaxMemAllocated: %s; MemAllocated: allocated at the end of the last step; peaks of reserved, "
+			   "device, host RSS and pinned host over the whole run; GiB (2^30 bytes), time per 10 steps in s\n",
+			MEANING);
+	static const int W[NNUM] = {9, 15, 12, 8, 8, 8, 8};
+	static const char *const H[NNUM] = {"10steps_s", "MaxMemAllocated", "MemAllocated", "peak_res", "peak_dev",
+					    "host_rss", "pinned"};
+	for (size_t i = 0; i < n;) {
+		size_t j = i + 1;
+		const char *id = rs[i].run_id;
+		while (j < n && ((!id && !rs[j].run_id) || (id && rs[j].run_id && !strcmp(id, rs[j].run_id))))
+			j++;
+		int mk[NNUM] = {0}, nk[NNUM] = {0};
+		double mx[NNUM] = {0}, mn[NNUM] = {0};
+		for (size_t k = i; k < j; k++)
+			for (int c = 0; c < NNUM; c++) {
+				if (!rs[k].known[c]) {
+					nk[c] = 1; /* a rank without it: no skew */
+					continue;
+				}
+				if (!mk[c] || rs[k].v[c] > mx[c])
+					mx[c] = rs[k].v[c];
+				if (!mk[c] || rs[k].v[c] < mn[c])
+					mn[c] = rs[k].v[c];
+				mk[c] = 1;
+			}
+		int sk[NNUM];
+		double sv[NNUM];
+		for (int c = 0; c < NNUM; c++) {
+			sk[c] = mk[c] && !nk[c];
+			sv[c] = mx[c] - mn[c];
+		}
+		if (json) {
+			fprintf(f, "%s\n  {", i ? "," : "");
+			json_s(f, "run_id", id ? id : "", 0);
+			fputs(", \"ranks\": [", f);
+		} else {
+			fprintf(f, "\nrun %s: %zu process%s\n", id ? id : "(no run id)", j - i, j - i == 1 ? "" : "es");
+			fprintf(f, "%-4s  %-12s  %4s  %4s  %7s  %3s  %4s", "rank", "model", "GPUs", "ZeRO", "offload", "mbs",
+				"seq");
+			for (int c = 0; c < NNUM; c++)
+				fprintf(f, "  %*s", W[c], H[c]);
+			fputs("  breakdown at MaxMemAllocated (step: top categories)\n", f);
+		}
+		for (size_t k = i; k < j; k++) {
+			struct srow *r = &rs[k];
+			unsigned cat[NTOPCAT];
+			int nc = top_cats(r, cat);
+			if (json) {
+				fprintf(f, "%s\n    {", k > i ? "," : "");
+				json_s(f, "file", r->p->file ? r->p->file : "", 0);
+				fputs(", \"rank\": ", f);
+				if (r->has_rank)
+					fprintf(f, "%lld", r->rank);
+				else
+					fputs("null", f);
+				fputs(", ", f);
+				json_s(f, "model", r->model, 0);
+				fputs(", ", f);
+				json_s(f, "gpus", r->world, 1);
+				fputs(", ", f);
+				json_s(f, "zero_stage", r->zero, is_int(r->zero));
+				fputs(", \"offload\": ", f);
+				fputs(!*r->offload ? "null" : !strcmp(r->offload, "yes") ? "true" : "false", f);
+				fputs(", ", f);
+				json_s(f, "micro_batch", r->mbs, is_int(r->mbs));
+				fputs(", ", f);
+				json_s(f, "seq", r->seq, is_int(r->seq));
+				json_nums(f, r->known, r->v);
+				fputs(",\n     \"max_step\": ", f);
+				if (r->max_step)
+					fprintf(f, "%d", r->max_step);
+				else
+					fputs("null", f);
+				fputs(", \"breakdown_at_max\": ", f);
+				if (!r->pk || !r->p->attrib) {
+					fputs("null}", f);
+					continue;
+				}
+				fputc('[', f);
+				for (int q = 0; q < nc; q++)
+					fprintf(f, "%s{\"category\": \"%s\", \"bytes\": %" PRIu64 "}", q ? ", " : "",
+						dsmt_cat_name(cat[q]), r->pk->peak_bk.cat[cat[q]]);
+				fputs("]}", f);
+				continue;
+			}
+			char rk[24];
+			if (r->has_rank)
+				snprintf(rk, sizeof rk, "%lld", r->rank);
+			else
+				snprintf(rk, sizeof rk, "?");
+			fprintf(f, "%-4s  %-12s  %4s  %4s  %7s  %3s  %4s", rk, txt(r->model), txt(r->world), txt(r->zero),
+				txt(r->offload), txt(r->mbs), txt(r->seq));
+			for (int c = 0; c < NNUM; c++)
+				put_num_text(f, r->known[c], r->v[c], c == C_TIME10, W[c]);
+			if (!r->max_step)
+				fputs("  ?", f);
+			else {
+				fprintf(f, "  step %d:", r->max_step);
+				if (!nc)
+					fputs(" ?", f);
+				for (int q = 0; q < nc; q++)
+					fprintf(f, "%s %s %.2f", q ? "," : "", dsmt_cat_name(cat[q]),
+						r->pk->peak_bk.cat[cat[q]] / 1073741824.0);
+			}
+			fputc('\n', f);
+		}
+		if (json) {
+			fputs("],\n   \"max\": {\"ranks\": ", f);
+			fprintf(f, "%zu", j - i);
+			json_nums(f, mk, mx);
+			fputs("},\n   \"skew\": {\"ranks\": ", f);
+			fprintf(f, "%zu", j - i);
+			json_nums(f, sk, sv);
+			fputs("}}", f);
+		} else {
+			fprintf(f, "%-4s  %-12s  %4s  %4s  %7s  %3s  %4s", "max", "", "", "", "", "", "");
+			for (int c = 0; c < NNUM; c++)
+				put_num_text(f, mk[c], mx[c], c == C_TIME10, W[c]);
+			fputc('\n', f);
+			fprintf(f, "%-4s  %-12s  %4s  %4s  %7s  %3s  %4s", "skew", "", "", "", "", "", "");
+			for (int c = 0; c < NNUM; c++)
+				put_num_text(f, sk[c], sv[c], c == C_TIME10, W[c]);
+			fputc('\n', f);
+		}
+		i = j;
+	}
+	if (json)
+		fputs("]}\n", f);
+	free(rs);
+}
