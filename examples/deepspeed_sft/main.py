@@ -32,7 +32,14 @@ OPT = {  # the public facebook/opt-* configurations
 }
 
 
-def parse():
+def model_key(name):
+    """The OPT table's key for --model: the name itself or a path's basename
+    (facebook/opt-1.3b); None when unknown."""
+    key = os.path.basename(name.rstrip("/"))
+    return key if key in OPT else None
+
+
+def parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", "--model_name_or_path", dest="model", default="opt-125m",
                     help="one of " + ", ".join(OPT) + " (a path's basename is matched too)")
@@ -52,7 +59,10 @@ def parse():
     ap.add_argument("--no_step_markers", action="store_true")
     ap.add_argument("--counters_out", default="", help="write torch's per-step counters here (JSON)")
     ap.add_argument("--local_rank", type=int, default=-1)
-    return ap.parse_args()
+    a = ap.parse_args(argv)
+    if model_key(a.model) is None:
+        ap.error(f"unknown model {a.model}: one of {', '.join(OPT)}")
+    return a
 
 
 def ds_config(a, world):
@@ -103,9 +113,7 @@ def main():
     world = int(os.environ.get("WORLD_SIZE", "1"))
     torch.cuda.set_device(local)
     torch.manual_seed(1234)
-    key = os.path.basename(a.model.rstrip("/"))
-    if key not in OPT:
-        sys.exit(f"unknown model {a.model}: one of {', '.join(OPT)}")
+    key = model_key(a.model)  # known: parse() rejects the others
     cfg = OPTConfig(vocab_size=50272, max_position_embeddings=2048, **OPT[key])
     conf = ds_config(a, world)
     dschf = None
