@@ -200,7 +200,7 @@ void dsmt_write_breakdown(FILE *f, const struct dsmt_process *ps, size_t n);
 void dsmt_write_csv(FILE *f, const struct dsmt_process *ps, size_t n);
 /* --summary: one row per run and rank (configuration from the command line,
  * MaxMemAllocated, ...), then the max and the skew across ranks; table, or
- * JSON (dsmemdecode-summary/1).  Processes sorted by run and rank. */
+ * JSON (dsmemdecode-summary/2, with the estimator cross-check).  Processes sorted by run and rank. */
 void dsmt_write_summary(FILE *f, const struct dsmt_process *ps, size_t n, int json);
 
 #endif

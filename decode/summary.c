@@ -7,9 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attrib.h"
 #include "decode.h"
 
 #define NTOPCAT 3
+
+static void json_s(FILE *f, const char *key, const char *s, int num);
+static const char *txt(const char *s);
 
 enum { C_TIME10, C_MAXALLOC, C_ENDALLOC, C_PEAKRES, C_PEAKDEV, C_RSS, C_PINNED, NNUM };
 static const char *const num_key[NNUM] = {"time_per_10_steps_s", "max_mem_allocated", "mem_allocated",
@@ -185,6 +189,223 @@ static int top_cats(const struct srow *r, unsigned *cat)
 	return n;
 }
 
+
+/* ---- estimator cross-check (issue 6 part 4) ------------------------------
+ * P and L from the public OPT configurations, the table of
+ * examples/deepspeed_sft/main.py (OPT), counted as transformers' OPTForCausalLM
+ * lays them out: embed_tokens V x E (E = word_embed_proj_dim, else hidden d;
+ * lm_head tied to it, counted once), embed_positions (2048 + 2) x d,
+ * project_in/out E x d each when E != d, per layer 4 (d^2 + d) attention +
+ * 2 x 2d layer norms + (d f + f) fc1 + (f d + d) fc2, and a final 2d layer
+ * norm when do_layer_norm_before.  L = the largest single module's own
+ * parameters (embed_tokens for every OPT size), as
+ * estimate_zero3_model_states_mem_needs_all_live takes it. */
+struct opt_cfg {
+	const char *name;
+	uint64_t d, layers, ffn, proj; /* proj: word_embed_proj_dim, 0 = d */
+	int ln_before;
+};
+static const struct opt_cfg OPT_CFG[] = {
+	{"opt-125m", 768, 12, 3072, 0, 1},    {"opt-350m", 1024, 24, 4096, 512, 0},
+	{"opt-1.3b", 2048, 24, 8192, 0, 1},   {"opt-6.7b", 4096, 32, 16384, 0, 1},
+	{"opt-13b", 5120, 40, 20480, 0, 1},
+};
+#define OPT_VOCAB 50272u
+#define OPT_POS (2048u + 2u)
+
+static int opt_params(const char *model, uint64_t *P, uint64_t *L)
+{
+	for (size_t i = 0; i < sizeof OPT_CFG / sizeof OPT_CFG[0]; i++) {
+		const struct opt_cfg *c = &OPT_CFG[i];
+		if (strcmp(model, c->name))
+			continue;
+		uint64_t d = c->d, f = c->ffn, e = c->proj ? c->proj : d;
+		uint64_t emb = OPT_VOCAB * e, pos = OPT_POS * d;
+		uint64_t layer = 4 * (d * d + d) + 2 * 2 * d + (d * f + f) + (f * d + d);
+		*P = emb + pos + (e != d ? 2 * e * d : 0) + c->layers * layer + (c->ln_before ? 2 * d : 0);
+		*L = emb;
+		if (pos > *L)
+			*L = pos;
+		if (d * f + f > *L)
+			*L = d * f + f;
+		return 1;
+	}
+	return 0;
+}
+
+/* model-state categories measured, and what the estimate leaves out */
+static const unsigned EST_MEASURED[] = {DSMT_CAT_PARAMETERS, DSMT_CAT_MASTER, DSMT_CAT_GRADIENTS, DSMT_CAT_OPTSTATES};
+static const unsigned EST_LEFTOUT[] = {DSMT_CAT_ACTIVATIONS, DSMT_CAT_BUCKETS,   DSMT_CAT_GATHERED, DSMT_CAT_TEMPORARIES,
+				       DSMT_CAT_COMM,        DSMT_CAT_WORKSPACE, DSMT_CAT_OTHER,    DSMT_CAT_CACHED};
+#define N_MEAS (sizeof EST_MEASURED / sizeof EST_MEASURED[0])
+#define N_LEFT (sizeof EST_LEFTOUT / sizeof EST_LEFTOUT[0])
+
+struct est {
+	int has_p, has_est, has_meas;
+	uint64_t P, L, N, bytes;
+	const char *formula, *shortf; /* DeepSpeed's function and branch; the formula alone */
+	uint64_t meas[N_MEAS], meas_total;
+	uint64_t peak[N_MEAS], peak_total; /* the same categories at the peak */
+};
+
+/* DeepSpeed (>= 0.14.3, /work/shared/DEEPSPEED.md section 6), per GPU:
+ *   estimate_zero2_model_states_mem_needs (stages 1 and 2):
+ *     no offload 2P + int(18P/N); cpu_offload 2P
+ *   estimate_zero3_model_states_mem_needs: 4L + int(18P/N) without offload;
+ *     the example's --offload moves optimizer and parameters
+ *     (cpu_offload = cpu_offload_params = True): 4L
+ * N = the world size (the total GPU count), offload from --offload. */
+static void estimate(const struct srow *r, struct est *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->has_p = *r->model && opt_params(r->model, &e->P, &e->L);
+	char *x;
+	long long n = *r->world ? strtoll(r->world, &x, 10) : 0;
+	long long z = *r->zero ? strtoll(r->zero, &x, 10) : -1;
+	if (e->has_p && n > 0 && *r->offload && (z == 1 || z == 2 || z == 3)) {
+		int off = !strcmp(r->offload, "yes");
+		e->N = (uint64_t)n;
+		e->has_est = 1;
+		if (z < 3) {
+			e->formula = off ? "estimate_zero2_model_states_mem_needs(cpu_offload): 2P"
+					 : "estimate_zero2_model_states_mem_needs: 2P + 18P/N";
+			e->shortf = off ? "2P" : "2P+18P/N";
+			e->bytes = 2 * e->P + (off ? 0 : 18 * e->P / e->N);
+		} else {
+			e->formula = off ? "estimate_zero3_model_states_mem_needs(cpu_offload, cpu_offload_params): 4L"
+					 : "estimate_zero3_model_states_mem_needs: 4L + 18P/N";
+			e->shortf = off ? "4L" : "4L+18P/N";
+			e->bytes = 4 * e->L + (off ? 0 : 18 * e->P / e->N);
+		}
+	}
+	if (r->pk && r->p->attrib) {
+		e->has_meas = 1;
+		for (size_t k = 0; k < N_MEAS; k++) {
+			e->meas[k] = r->pk->end_bk.cat[EST_MEASURED[k]];
+			e->meas_total += e->meas[k];
+			e->peak[k] = r->pk->peak_bk.cat[EST_MEASURED[k]];
+			e->peak_total += e->peak[k];
+		}
+	}
+}
+
+static const char *const EST_MEANING =
+	"DeepSpeed's estimate_zero2/3_model_states_mem_needs per GPU (>= 0.14.3: ZeRO-1/2 2P + 18P/N, with offload 2P; "
+	"ZeRO-3 4L + 18P/N, with --offload (optimizer and parameters) 4L), P and L (largest module) from the public OPT "
+	"configuration of the recorded --model, N the world size; measured: parameters, master_weights, gradients and "
+	"optimizer_states at the end of the MaxMemAllocated step (measured_at_peak: the same at its peak); left out: the other "
+	"categories (and cached) at that peak";
+
+static void json_u64(FILE *f, const char *key, int known, uint64_t v)
+{
+	if (known)
+		fprintf(f, "\"%s\": %" PRIu64, key, v);
+	else
+		fprintf(f, "\"%s\": null", key);
+}
+
+static void json_estimate(FILE *f, const struct srow *r)
+{
+	struct est e;
+	estimate(r, &e);
+	fputs(",\n     \"estimate\": {", f);
+	json_u64(f, "params", e.has_p, e.P);
+	fputs(", ", f);
+	json_u64(f, "largest_layer_params", e.has_p, e.L);
+	fputs(", ", f);
+	json_s(f, "formula", e.has_est ? e.formula : "", 0);
+	fputs(", ", f);
+	json_u64(f, "model_states_bytes", e.has_est, e.bytes);
+	fputs(",\n      \"measured\": ", f);
+	if (!e.has_meas)
+		fputs("null", f);
+	else {
+		fputc('{', f);
+		for (size_t k = 0; k < N_MEAS; k++)
+			fprintf(f, "\"%s\": %" PRIu64 ", ", dsmt_cat_name(EST_MEASURED[k]), e.meas[k]);
+		fprintf(f, "\"total\": %" PRIu64 "}", e.meas_total);
+	}
+	fputs(",\n      \"measured_at_peak\": ", f);
+	if (!e.has_meas)
+		fputs("null", f);
+	else {
+		fputc('{', f);
+		for (size_t k = 0; k < N_MEAS; k++)
+			fprintf(f, "\"%s\": %" PRIu64 ", ", dsmt_cat_name(EST_MEASURED[k]), e.peak[k]);
+		fprintf(f, "\"total\": %" PRIu64 "}", e.peak_total);
+	}
+	fputs(",\n      \"left_out_at_peak\": ", f);
+	if (!e.has_meas)
+		fputs("null", f);
+	else {
+		fputc('{', f);
+		for (size_t k = 0; k < N_LEFT; k++)
+			fprintf(f, "%s\"%s\": %" PRIu64, k ? ", " : "", dsmt_cat_name(EST_LEFTOUT[k]),
+				r->pk->peak_bk.cat[EST_LEFTOUT[k]]);
+		fputc('}', f);
+	}
+	fputc('}', f);
+}
+
+static void gib(FILE *f, int known, uint64_t v, int width)
+{
+	if (known)
+		fprintf(f, "  %*.2f", width, v / 1073741824.0);
+	else
+		fprintf(f, "  %*s", width, "?");
+}
+
+static void text_estimates(FILE *f, const struct srow *rs, size_t n)
+{
+	fputs("estimator cross-check (GiB): model states per GPU, DeepSpeed's estimate beside the measured parameters, "
+	      "master_weights, gradients and optimizer_states at the end of the MaxMemAllocated step (their sum at its "
+	      "peak: at_peak); left out: the other categories at that peak\n",
+	      f);
+	fprintf(f, "%-4s  %9s  %9s  %3s  %-8s  %8s  %8s  %7s  %10s  %14s  %9s  %16s  %s\n", "rank", "P", "L", "N",
+		"formula", "estimate", "measured", "at_peak", "parameters", "master_weights", "gradients", "optimizer_states",
+		"left out at the peak");
+	for (size_t k = 0; k < n; k++) {
+		const struct srow *r = &rs[k];
+		struct est e;
+		estimate(r, &e);
+		char rk[24], pp[24], ll[24];
+		if (r->has_rank)
+			snprintf(rk, sizeof rk, "%lld", r->rank);
+		else
+			snprintf(rk, sizeof rk, "?");
+		if (e.has_p) {
+			snprintf(pp, sizeof pp, "%.3e", (double)e.P);
+			snprintf(ll, sizeof ll, "%.3e", (double)e.L);
+		} else {
+			snprintf(pp, sizeof pp, "?");
+			snprintf(ll, sizeof ll, "?");
+		}
+		fprintf(f, "%-4s  %9s  %9s  %3s  %-8s", rk, pp, ll, txt(r->world), e.has_est ? e.shortf : "?");
+		gib(f, e.has_est, e.bytes, 8);
+		gib(f, e.has_meas, e.meas_total, 8);
+		gib(f, e.has_meas, e.peak_total, 7);
+		static const int MW[N_MEAS] = {10, 14, 9, 16};
+		for (size_t q = 0; q < N_MEAS; q++)
+			gib(f, e.has_meas, e.meas[q], MW[q]);
+		fputs("  ", f);
+		if (!e.has_meas)
+			fputc('?', f);
+		else {
+			int any = 0;
+			for (size_t q = 0; q < N_LEFT; q++) {
+				uint64_t v = r->pk->peak_bk.cat[EST_LEFTOUT[q]];
+				if (!v)
+					continue;
+				fprintf(f, "%s%s %.2f", any ? ", " : "", dsmt_cat_name(EST_LEFTOUT[q]), v / 1073741824.0);
+				any = 1;
+			}
+			if (!any)
+				fputs("none", f);
+		}
+		fputc('\n', f);
+	}
+}
+
 static const char *const MEANING =
 	"largest per-step peak of allocated bytes over training steps (init, evaluation and tail excluded)";
 
@@ -251,7 +472,8 @@ void dsmt_write_summary(FILE *f, const struct dsmt_process *ps, size_t n, int js
 	for (size_t i = 0; i < n; i++)
 		fill(&ps[i], &rs[i]);
 	if (json)
-		fprintf(f, "{\"format\": \"dsmemdecode-summary/1\",\n \"max_mem_allocated\": \"%s\",\n \"runs\": [", MEANING);
+		fprintf(f, "{\"format\": \"dsmemdecode-summary/2\",\n \"max_mem_allocated\": \"%s\",\n \"estimate\": \"%s\",\n \"runs\": [",
+			MEANING, EST_MEANING);
 	else
 		fprintf(f, "MaxMemAllocated: %s; MemAllocated: allocated at the end of the last step; peaks of reserved, "
 			   "device, host RSS and pinned host over the whole run; GiB (2^30 bytes), time per 10 steps in s\n",
@@ -327,15 +549,17 @@ void dsmt_write_summary(FILE *f, const struct dsmt_process *ps, size_t n, int js
 				else
 					fputs("null", f);
 				fputs(", \"breakdown_at_max\": ", f);
-				if (!r->pk || !r->p->attrib) {
-					fputs("null}", f);
-					continue;
+				if (!r->pk || !r->p->attrib)
+					fputs("null", f);
+				else {
+					fputc('[', f);
+					for (int q = 0; q < nc; q++)
+						fprintf(f, "%s{\"category\": \"%s\", \"bytes\": %" PRIu64 "}", q ? ", " : "",
+							dsmt_cat_name(cat[q]), r->pk->peak_bk.cat[cat[q]]);
+					fputc(']', f);
 				}
-				fputc('[', f);
-				for (int q = 0; q < nc; q++)
-					fprintf(f, "%s{\"category\": \"%s\", \"bytes\": %" PRIu64 "}", q ? ", " : "",
-						dsmt_cat_name(cat[q]), r->pk->peak_bk.cat[cat[q]]);
-				fputs("]}", f);
+				json_estimate(f, r);
+				fputc('}', f);
 				continue;
 			}
 			char rk[24];
@@ -376,6 +600,7 @@ void dsmt_write_summary(FILE *f, const struct dsmt_process *ps, size_t n, int js
 			for (int c = 0; c < NNUM; c++)
 				put_num_text(f, sk[c], sv[c], c == C_TIME10, W[c]);
 			fputc('\n', f);
+			text_estimates(f, rs + i, j - i);
 		}
 		i = j;
 	}

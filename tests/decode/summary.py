@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """--summary goldens: a synthetic 2-rank run (rank0.txt, rank1.txt: same run
-id, a command line with the example's flags) and a trace whose command line
-has none of them (noflags.txt).  Compares `--summary` (table) and
+id, a command line with the example's flags), a trace whose command line
+has none of them (noflags.txt), and the estimator cross-check (est_z2.txt,
+est_z3off.txt, est_unknown.txt: DeepSpeed's estimate_zero2/3 formulas beside
+the measured model-state categories).  Compares `--summary` (table) and
 `--summary --format json` with summary/CASE.table / CASE.json and checks the
 hand-worked numbers of the scripts' comments.
 
@@ -17,7 +19,7 @@ update = "--update" in sys.argv[5:]
 G = 1 << 30
 os.makedirs(WORK, exist_ok=True)
 fails = []
-for t in ("rank0", "rank1", "noflags"):
+for t in ("rank0", "rank1", "noflags", "est_z2", "est_z3off", "est_unknown"):
     subprocess.run([MK, os.path.join(SRC, "summary", t + ".txt"), os.path.join(WORK, t + ".zst")], check=True)
 
 
@@ -75,6 +77,43 @@ want("noflags", r, rank=None, model=None, gpus=None, zero_stage=None, offload=No
 row = [l for l in table.splitlines() if l.startswith("?")]
 if not row or row[0].split()[:7] != ["?"] * 7:
     fails.append("noflags: the configuration columns do not print ?: %r" % row)
+
+if doc["format"] != "dsmemdecode-summary/2":
+    fails.append("format %r" % doc["format"])
+if not r["estimate"]["params"] is None or r["estimate"]["model_states_bytes"] is not None:
+    fails.append("noflags: an estimate without a model: %r" % r["estimate"])
+
+# estimator cross-check: hand-worked numbers in the scripts' comments
+doc, table = summary("estimate", ["est_z3off.zst", "est_unknown.zst", "est_z2.zst"])
+if not doc["estimate"].startswith("DeepSpeed's estimate_zero2/3_model_states_mem_needs"):
+    fails.append("estimate meaning not stated in JSON")
+if "estimator cross-check" not in table:
+    fails.append("no estimator section in the table")
+runs = {run["run_id"]: run["ranks"][0]["estimate"] for run in doc["runs"]}
+e = runs.get("est-z2", {})
+want("est-z2", e, params=125239296, largest_layer_params=38608896, model_states_bytes=1377632256,
+     formula="estimate_zero2_model_states_mem_needs: 2P + 18P/N")
+want("est-z2 measured", e.get("measured") or {}, parameters=1000, master_weights=2000, gradients=3000,
+     optimizer_states=4000, total=10000)
+want("est-z2 at peak", e.get("measured_at_peak") or {}, total=10000)
+want("est-z2 left out", e.get("left_out_at_peak") or {}, buckets=700, temporaries=400, activations=0,
+     gathered_parameters=0, communication=0, cached=1037476)
+e = runs.get("est-z3", {})
+want("est-z3", e, params=1315758080, largest_layer_params=102957056, model_states_bytes=411828224,
+     formula="estimate_zero3_model_states_mem_needs(cpu_offload, cpu_offload_params): 4L")
+want("est-z3 measured", e.get("measured") or {}, parameters=512, master_weights=0, gradients=0,
+     optimizer_states=0, total=512)
+want("est-z3 left out", e.get("left_out_at_peak") or {}, gathered_parameters=8192, cached=1039872)
+e = runs.get("est-unk", {})
+want("est-unk", e, params=None, largest_layer_params=None, formula=None, model_states_bytes=None)
+want("est-unk measured", e.get("measured") or {}, parameters=512, total=512)
+want("est-unk left out", e.get("left_out_at_peak") or {}, cached=1048064)
+for l in table.splitlines():
+    if l.startswith("0 ") and "  2P+18P/N " in l and "  1.28  " not in l:
+        fails.append("est-z2: estimate 1.28 GiB not in %r" % l)
+unk = [l for l in table.splitlines() if l.split()[:5] == ["0", "?", "?", "2", "?"]]
+if not unk:
+    fails.append("est-unk: P, L, formula, estimate not printed as ?")
 
 p = subprocess.run([DEC, "--summary", "--format", "csv", "noflags.zst"], cwd=WORK, stderr=subprocess.PIPE)
 if p.returncode != 1:
