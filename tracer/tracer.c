@@ -462,8 +462,11 @@ _Atomic int dsmt_paused;
 
 #define OFF() (dsmt_cfg.disabled || atomic_load_explicit(&dsmt_paused, memory_order_relaxed))
 
-void dsmt_ev_mem_py(uint8_t rec, uint8_t api, int dev, uint64_t ptr, uint64_t size, uint64_t stream,
-		    const void *site, const uint64_t *tot, int py)
+/* One allocation-like event (ALLOC, FREE, OOM, DRV): the native and Python
+ * stacks first, then the fixed-size record.  a/b: allocator totals, or a DRV's via. */
+static inline __attribute__((always_inline)) void ev_alloc_like(uint8_t rec, uint8_t api, int dev, uint64_t ptr,
+								uint64_t size, uint64_t stream, const void *site,
+								int has_tot, uint64_t a, uint64_t b, int py)
 {
 	if (OFF())
 		return;
@@ -488,46 +491,25 @@ void dsmt_ev_mem_py(uint8_t rec, uint8_t api, int dev, uint64_t ptr, uint64_t si
 	e->size = size;
 	e->stream = stream;
 	e->site = (uint64_t)(uintptr_t)site;
-	e->has_tot = tot != NULL;
-	e->a = tot ? tot[0] : 0;
-	e->b = tot ? tot[1] : 0;
+	e->has_tot = (uint8_t)has_tot;
+	e->a = a;
+	e->b = b;
 	e->c = 0;
 	e->pystack = pys;
 	ev_end(r, nh, t0);
 }
 
+void dsmt_ev_mem_py(uint8_t rec, uint8_t api, int dev, uint64_t ptr, uint64_t size, uint64_t stream,
+		    const void *site, const uint64_t *tot, int py)
+{
+	ev_alloc_like(rec, api, dev, ptr, size, stream, site, tot != NULL, tot ? tot[0] : 0, tot ? tot[1] : 0, py);
+}
+
 void dsmt_ev_drv_py(uint8_t op, uint8_t via, int dev, uint64_t ptr, uint64_t size, uint64_t aux,
 		    const void *site, int py)
 {
-	if (OFF())
-		return;
-	uint64_t t0 = dsmt_cfg.selftime ? dsmt_now_ns() : 0;
-	pthread_once(&start_once, start_once_fn);
-	struct dsmt_ring *r = ring_get();
-	if (!r)
-		return;
-	uint32_t stk = dsmt_cfg.native_depth > 0 && atomic_load_explicit(&dsmt_unwind_ready, memory_order_acquire)
-			       ? stack_id(r)
-			       : 0;
-	uint32_t pys = py_frames(py);
-	uint64_t nh;
-	struct dsmt_ev *e = ev_begin(r, &nh);
-	if (!e)
-		return;
-	e->rec = DSMT_REC_DRV;
-	e->api = op;
-	e->dev = (int16_t)dev;
-	e->stack = stk;
-	e->ptr = ptr;
-	e->size = size;
-	e->stream = aux;
-	e->site = (uint64_t)(uintptr_t)site;
-	e->has_tot = 0;
-	e->a = via;
-	e->b = 0;
-	e->c = 0;
-	e->pystack = pys;
-	ev_end(r, nh, t0);
+	/* op in the api slot, aux in stream, via in a (writer.c encode_event) */
+	ev_alloc_like(DSMT_REC_DRV, op, dev, ptr, size, aux, site, 0, via, 0, py);
 }
 
 void dsmt_ev_source(uint8_t via, uint8_t reason, uint32_t name)
