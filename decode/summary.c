@@ -296,6 +296,19 @@ static const char *const EST_MEANING =
 	"optimizer_states at the end of the MaxMemAllocated step (measured_at_peak: the same at its peak); left out: the other "
 	"categories (and cached) at that peak";
 
+/* the measured model-state categories and their total, or null */
+static void json_meas(FILE *f, int known, const uint64_t *v, uint64_t total)
+{
+	if (!known) {
+		fputs("null", f);
+		return;
+	}
+	fputc('{', f);
+	for (size_t k = 0; k < N_MEAS; k++)
+		fprintf(f, "\"%s\": %" PRIu64 ", ", dsmt_cat_name(EST_MEASURED[k]), v[k]);
+	fprintf(f, "\"total\": %" PRIu64 "}", total);
+}
+
 static void json_u64(FILE *f, const char *key, int known, uint64_t v)
 {
 	if (known)
@@ -317,23 +330,9 @@ static void json_estimate(FILE *f, const struct srow *r)
 	fputs(", ", f);
 	json_u64(f, "model_states_bytes", e.has_est, e.bytes);
 	fputs(",\n      \"measured\": ", f);
-	if (!e.has_meas)
-		fputs("null", f);
-	else {
-		fputc('{', f);
-		for (size_t k = 0; k < N_MEAS; k++)
-			fprintf(f, "\"%s\": %" PRIu64 ", ", dsmt_cat_name(EST_MEASURED[k]), e.meas[k]);
-		fprintf(f, "\"total\": %" PRIu64 "}", e.meas_total);
-	}
+	json_meas(f, e.has_meas, e.meas, e.meas_total);
 	fputs(",\n      \"measured_at_peak\": ", f);
-	if (!e.has_meas)
-		fputs("null", f);
-	else {
-		fputc('{', f);
-		for (size_t k = 0; k < N_MEAS; k++)
-			fprintf(f, "\"%s\": %" PRIu64 ", ", dsmt_cat_name(EST_MEASURED[k]), e.peak[k]);
-		fprintf(f, "\"total\": %" PRIu64 "}", e.peak_total);
-	}
+	json_meas(f, e.has_meas, e.peak, e.peak_total);
 	fputs(",\n      \"left_out_at_peak\": ", f);
 	if (!e.has_meas)
 		fputs("null", f);
