@@ -51,7 +51,6 @@ static void *cupti_h;
 static CUpti_SubscriberHandle sub;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
-static int injected;      /* InitializeInjection was ours to run */
 static int statics_on;    /* MEMORY2 activity enabled */
 static uint8_t fallback;  /* who records driver calls when CUPTI does not */
 
@@ -227,6 +226,13 @@ static const char *foreign_injection(void)
 	return p;
 }
 
+/* what a process without our CUPTI subscription still records */
+static const char *without_cupti(void)
+{
+	return fallback ? "driver calls are recorded through the entry-point wrappers; module statics are not seen"
+			: "driver calls are not recorded (DSMEMTRACE_NO_DLSYM=1)";
+}
+
 static void setup(void)
 {
 	int saved = dsmt_in_hook;
@@ -247,8 +253,7 @@ static void setup(void)
 #undef X
 	if (!ok) {
 		dsmt_warn("libcupti not found or unusable (set DSMEMTRACE_CUPTI_LIB=/path/libcupti.so): %s",
-			  fallback ? "driver calls are recorded through the entry-point wrappers; module statics are not seen"
-				   : "driver calls are not recorded (DSMEMTRACE_NO_DLSYM=1)");
+			  without_cupti());
 		dsmt_source(fallback, DSMT_SRC_NO_CUPTI, NULL);
 		goto out;
 	}
@@ -256,15 +261,13 @@ static void setup(void)
 	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
 		const char *f = foreign_injection();
 		dsmt_warn("CUPTI is taken by another tool%s%s: %s", f ? " " : "", f ? f : "",
-			  fallback ? "driver calls are recorded through the entry-point wrappers; module statics are not seen"
-				   : "driver calls are not recorded (DSMEMTRACE_NO_DLSYM=1)");
+			  without_cupti());
 		dsmt_source(fallback, f ? DSMT_SRC_FOREIGN : DSMT_SRC_REFUSED, f);
 		goto out;
 	}
 	if (r != CUPTI_SUCCESS) {
 		dsmt_warn("cuptiSubscribe failed (%s): %s", result_str(r),
-			  fallback ? "driver calls are recorded through the entry-point wrappers; module statics are not seen"
-				   : "driver calls are not recorded (DSMEMTRACE_NO_DLSYM=1)");
+			  without_cupti());
 		dsmt_source(fallback, DSMT_SRC_NO_CUPTI, NULL);
 		goto out;
 	}
@@ -293,7 +296,6 @@ void dsmt_cupti_lazy_init(void)
 /* libcuda calls this during cuInit when CUDA_INJECTION64_PATH names us. */
 DSMT_EXPORT int InitializeInjection(void)
 {
-	injected = 1;
 	pthread_once(&setup_once, setup);
 	return 1;
 }
