@@ -28,7 +28,24 @@ struct nvtxStringRegistration_st {
 static __thread int depth DSMT_TLS; /* push/pop nesting on this thread */
 static _Atomic uint64_t next_range_id = 1;
 
-static uint32_t intern_c(const char *s) { return s ? dsmt_intern(s, strnlen(s, 1000)) : 0; }
+/* Step boundaries take a host-memory sample (tracer/writer.c): the push and
+ * the matching pop of a range named like the decoder's default step marker
+ * (train_step..., dsmemtrace:...) and a dsmemtrace:... mark.  The name
+ * helpers below note whether the name they interned is one (is_step); push,
+ * pop and mark act on it. */
+static __thread int is_step DSMT_TLS;
+static __thread int step_depth DSMT_TLS; /* depth + 1 of the open step range, 0: none */
+
+static int step_name(const char *s)
+{
+	return s && (!strncmp(s, "train_step", 10) || !strncmp(s, "dsmemtrace:", 11));
+}
+
+static uint32_t intern_c(const char *s)
+{
+	is_step = step_name(s);
+	return s ? dsmt_intern(s, strnlen(s, 1000)) : 0;
+}
 
 static uint32_t intern_w(const wchar_t *w)
 {
@@ -37,6 +54,7 @@ static uint32_t intern_w(const wchar_t *w)
 	for (; w && w[n] && n < 1000; n++)
 		buf[n] = (w[n] > 0 && w[n] < 128) ? (char)w[n] : '?';
 	buf[n] = 0;
+	is_step = w && step_name(buf);
 	return w ? dsmt_intern(buf, n) : 0;
 }
 
@@ -52,6 +70,7 @@ static uint32_t attr_name(const nvtxEventAttributes_t *a)
 	case NVTX_MESSAGE_TYPE_UNICODE:
 		return intern_w(a->message.unicode);
 	case NVTX_MESSAGE_TYPE_REGISTERED:
+		is_step = a->message.registered && step_name(a->message.registered->text);
 		return a->message.registered ? a->message.registered->id : 0;
 	default:
 		return 0;
@@ -72,9 +91,16 @@ static void ev(uint8_t rec, uint32_t dom, uint32_t name, uint64_t id)
 }
 
 /* ---- CORE ---- */
-static void h_MarkEx(const nvtxEventAttributes_t *a) { GUARDED(ev(DSMT_REC_NVTX_MARK, 0, attr_name(a), 0)); }
-static void h_MarkA(const char *m) { GUARDED(ev(DSMT_REC_NVTX_MARK, 0, intern_c(m), 0)); }
-static void h_MarkW(const wchar_t *m) { GUARDED(ev(DSMT_REC_NVTX_MARK, 0, intern_w(m), 0)); }
+static void mark(uint32_t dom, uint32_t name)
+{
+	int step = name && is_step;
+	GUARDED(ev(DSMT_REC_NVTX_MARK, dom, name, 0));
+	if (step)
+		dsmt_host_sample_soon();
+}
+static void h_MarkEx(const nvtxEventAttributes_t *a) { mark(0, dsmt_in_hook ? 0 : attr_name(a)); }
+static void h_MarkA(const char *m) { mark(0, dsmt_in_hook ? 0 : intern_c(m)); }
+static void h_MarkW(const wchar_t *m) { mark(0, dsmt_in_hook ? 0 : intern_w(m)); }
 
 static nvtxRangeId_t start(uint32_t dom, uint32_t name)
 {
@@ -90,6 +116,10 @@ static void h_RangeEnd(nvtxRangeId_t id) { GUARDED(ev(DSMT_REC_NVTX_END, 0, 0, i
 static int push(uint32_t dom, uint32_t name)
 {
 	GUARDED(ev(DSMT_REC_NVTX_PUSH, dom, name, 0));
+	if (name && is_step && !step_depth) {
+		step_depth = depth + 1;
+		dsmt_host_sample_soon();
+	}
 	return depth++;
 }
 static int pop(uint32_t dom)
@@ -97,6 +127,10 @@ static int pop(uint32_t dom)
 	if (depth <= 0)
 		return -1; /* NVTX: negative when there is no range to pop */
 	GUARDED(ev(DSMT_REC_NVTX_POP, dom, 0, 0));
+	if (step_depth == depth) {
+		step_depth = 0;
+		dsmt_host_sample_soon();
+	}
 	return --depth;
 }
 static int h_RangePushEx(const nvtxEventAttributes_t *a) { return push(0, dsmt_in_hook ? 0 : attr_name(a)); }
@@ -107,7 +141,7 @@ static int h_RangePop(void) { return pop(0); }
 /* ---- CORE2 (domains) ---- */
 static void h_DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
 {
-	GUARDED(ev(DSMT_REC_NVTX_MARK, domain_id(d), attr_name(a), 0));
+	mark(domain_id(d), dsmt_in_hook ? 0 : attr_name(a));
 }
 static nvtxRangeId_t h_DomainRangeStartEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
 {

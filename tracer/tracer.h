@@ -129,6 +129,8 @@ DSMT_HIDDEN void dsmt_nvml_sample(void (*emit)(int dev, unsigned flags, uint64_t
 DSMT_HIDDEN extern void (*dsmt_before_final_drain)(void);
 DSMT_HIDDEN void dsmt_writer_start(void);
 DSMT_HIDDEN void dsmt_writer_wake(void);
+/* a HOST sample at the writer's next cycle, which this wakes (step boundaries) */
+DSMT_HIDDEN void dsmt_host_sample_soon(void);
 DSMT_HIDDEN void dsmt_writer_stop(void);
 DSMT_HIDDEN int dsmt_writer_started(void);
 /* Async-signal-safe: asks the writer to write out everything recorded so far

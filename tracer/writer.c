@@ -600,9 +600,19 @@ static void maybe_sample(uint64_t now)
 
 /* Host memory (format 1.3 HOST records): the process's RSS and virtual size
  * from /proc/self/statm, every DSMEMTRACE_HOST_SAMPLE_MS (default 100, 0 =
- * off), on the writer thread's cycle.  One pread of a descriptor kept open:
- * no allocation. */
+ * off), on the writer thread's cycle, and at step boundaries: an NVTX step
+ * range's push and pop or a dsmemtrace: mark (interpose/nvtx.c) asks for one
+ * through dsmt_host_sample_soon(), which wakes the writer.  One pread of a
+ * descriptor kept open: no allocation. */
 static uint64_t host_every_ns = ~0ull, next_host_ns;
+static atomic_int host_wanted;
+
+void dsmt_host_sample_soon(void)
+{
+	atomic_store_explicit(&host_wanted, 1, memory_order_relaxed);
+	dsmt_writer_wake();
+}
+
 static int statm_fd = -2;
 static uint64_t page_bytes;
 
@@ -615,7 +625,8 @@ static void maybe_host_sample(uint64_t now)
 		long pg = sysconf(_SC_PAGESIZE);
 		page_bytes = pg > 0 ? (uint64_t)pg : 4096;
 	}
-	if (!host_every_ns || now < next_host_ns)
+	int asked = atomic_exchange_explicit(&host_wanted, 0, memory_order_relaxed);
+	if (!host_every_ns || (now < next_host_ns && !asked))
 		return;
 	next_host_ns = now + host_every_ns;
 	if (statm_fd == -2)

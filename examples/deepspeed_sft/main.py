@@ -18,7 +18,9 @@ Flags follow DeepSpeed-Chat's names where they exist.
 """
 import argparse
 import json
+import logging
 import os
+import re
 import sys
 import time
 
@@ -47,6 +49,9 @@ def parse(argv=None):
     ap.add_argument("--max_seq_len", type=int, default=256)
     ap.add_argument("--zero_stage", type=int, default=2)
     ap.add_argument("--offload", action="store_true", help="optimizer (and, stage 3, parameter) offload to CPU")
+    ap.add_argument("--offload_param", choices=("auto", "none", "cpu"), default="auto",
+                    help="with --offload: where parameters go (auto: cpu, as DeepSpeed-Chat; none: optimizer "
+                         "offload only)")
     ap.add_argument("--gradient_checkpointing", action="store_true")
     ap.add_argument("--gradient_accumulation_steps", type=int, default=1)
     ap.add_argument("--dtype", choices=("fp16", "bf16"), default="bf16")
@@ -68,10 +73,11 @@ def parse(argv=None):
 def ds_config(a, world):
     """Like dschat/utils/ds_utils.py get_train_ds_config."""
     off = "cpu" if a.offload else "none"
+    off_param = off if a.offload_param == "auto" else a.offload_param
     zero = {
         "stage": a.zero_stage,
         "overlap_comm": bool(a.overlap_comm),
-        "offload_param": {"device": off},
+        "offload_param": {"device": off_param},
         "offload_optimizer": {"device": off},
         "stage3_param_persistence_threshold": 1e4,
         "stage3_max_live_parameters": 3e7,
@@ -99,6 +105,65 @@ def ds_config(a, world):
     else:
         c["bf16"] = {"enabled": True}
     return c
+
+
+TPUT_RE = re.compile(r"global_step=(\d+),.*MemAllocated=([0-9.]+)GB, MaxMemAllocated=([0-9.]+)GB")
+
+
+def parse_tput(msg):
+    """DeepSpeed's ThroughputTimer line (utils/timer.py, printed every
+    steps_per_print optimizer steps from the third on):
+    {"global_step", "mem_allocated_gb", "max_mem_allocated_gb"} or None.
+    Its numbers are round(x / 1024**3, 2) of torch's memory_allocated() and
+    max_memory_allocated() at the end of DeepSpeedEngine.step."""
+    m = TPUT_RE.search(msg)
+    if not m:
+        return None
+    return {"global_step": int(m.group(1)), "mem_allocated_gb": float(m.group(2)),
+            "max_mem_allocated_gb": float(m.group(3))}
+
+
+def partition_sizes(opt):
+    """DeepSpeed's own GPU-resident model-state tensors after training, by
+    our category names: {category: {"bytes", "tensors"}} plus "optimizer" (the
+    class).  ZeRO-1/2: the flat bit16 groups (padding included), the fp32
+    master partitions and Adam's states of those; ZeRO-3: the bit16 partition
+    buffer, the fp32 partitions, the flat gradient-partition buffer and the
+    states.  Only tensors on a CUDA device count; what is not found is left out."""
+    import torch
+
+    out = {"optimizer": type(opt).__name__}
+    seen = set()
+
+    def add(cat, tensors):
+        d = out.setdefault(cat, {"bytes": 0, "tensors": 0})
+        for t in tensors:
+            if not isinstance(t, torch.Tensor) or not t.is_cuda or t.numel() == 0:
+                continue
+            st = t.untyped_storage()
+            key = (st.data_ptr(), st.nbytes())
+            if key in seen:  # views of one buffer count once
+                continue
+            seen.add(key)
+            d["bytes"] += st.nbytes()
+            d["tensors"] += 1
+
+    buf = getattr(opt, "lp_param_buffer", None)
+    if buf is not None:  # ZeRO-3 with defragmentation: one buffer
+        add("parameters", [buf])
+    else:
+        add("parameters", getattr(opt, "bit16_groups_flat", None) or getattr(opt, "fp16_partitioned_groups_flat", []))
+    masters = getattr(opt, "single_partition_of_fp32_groups", None) or getattr(opt, "fp32_partitioned_groups_flat", [])
+    add("master_weights", masters)
+    g = getattr(opt, "grad_partitions_flat_buffer", None)
+    add("gradients", [g] if g is not None else [])
+    inner = getattr(opt, "optimizer", None)
+    states = []
+    for m in masters:
+        st = inner.state.get(m, {}) if inner is not None else {}
+        states.extend(v for v in st.values() if isinstance(v, torch.Tensor))
+    add("optimizer_states", states)
+    return out
 
 
 def main():
@@ -129,6 +194,16 @@ def main():
         model.gradient_checkpointing_enable()
     opt = torch.optim.AdamW(model.parameters(), lr=a.learning_rate, betas=(0.9, 0.95))
     engine, opt, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=conf)
+    tput = []  # ThroughputTimer lines of the current step (DeepSpeed logs them on every rank)
+
+    class Tput(logging.Handler):
+        def emit(self, record):
+            t = parse_tput(record.getMessage())
+            if t:
+                tput.append(t)
+
+    from deepspeed.utils import logger as ds_logger
+    ds_logger.addHandler(Tput())
     dev = torch.device("cuda", local)
     g = torch.Generator(device="cpu").manual_seed(4321 + rank)
     nvtx = torch.cuda.nvtx
@@ -142,27 +217,43 @@ def main():
 
     steps, baseline = [], counters()
     t0 = time.perf_counter()
-    loss = None
-    for k in range(1, a.steps + 1):
-        if not a.no_step_markers:
-            nvtx.range_push("train_step")
-        for _ in range(a.gradient_accumulation_steps):
-            ids = torch.randint(0, cfg.vocab_size, (a.per_device_train_batch_size, a.max_seq_len), generator=g)
-            ids = ids.to(dev)
-            loss = engine(input_ids=ids, labels=ids, use_cache=False).loss
-            engine.backward(loss)
-            engine.step()
-        if not a.no_step_markers:
-            nvtx.range_pop()
-        c = counters()
-        c["step"] = k
-        c["loss"] = float(loss.item())
-        steps.append(c)
-        if rank == 0:
-            print(f"step {k}: loss {c['loss']:.4f} max_allocated {c['max_allocated']} allocated {c['allocated']}",
-                  flush=True)
-    torch.cuda.synchronize()
+    loss, oom = None, None
+    try:
+        for k in range(1, a.steps + 1):
+            if not a.no_step_markers:
+                nvtx.range_push("train_step")
+            for _ in range(a.gradient_accumulation_steps):
+                ids = torch.randint(0, cfg.vocab_size, (a.per_device_train_batch_size, a.max_seq_len), generator=g)
+                ids = ids.to(dev)
+                loss = engine(input_ids=ids, labels=ids, use_cache=False).loss
+                engine.backward(loss)
+                engine.step()
+            if not a.no_step_markers:
+                nvtx.range_pop()
+            c = counters()
+            c["step"] = k
+            c["loss"] = float(loss.item())
+            if tput:
+                c["throughput_timer"] = tput[-1]
+            tput.clear()
+            steps.append(c)
+            if rank == 0:
+                print(f"step {k}: loss {c['loss']:.4f} max_allocated {c['max_allocated']} allocated {c['allocated']}",
+                      flush=True)
+    except torch.OutOfMemoryError as e:
+        # on purpose in the grid's OOM row: keep what torch says and what
+        # was measured so far, then leave without the collective teardown
+        oom = {"step": len(steps) + 1, "message": str(e).splitlines()[0][:300],
+               "max_allocated": torch.cuda.max_memory_allocated(local),
+               "allocated": torch.cuda.memory_allocated(local), "reserved": torch.cuda.memory_reserved(local)}
+        print(f"rank {rank}: out of memory in step {oom['step']}: {oom['message']}", file=sys.stderr, flush=True)
+    if oom is None:
+        torch.cuda.synchronize()
     dt = time.perf_counter() - t0
+    try:
+        parts = partition_sizes(engine.optimizer)
+    except Exception as e:  # informational: never fail the run for it
+        parts = {"error": repr(e)}
     if a.counters_out:
         out = a.counters_out.replace(".json", f".rank{rank}.json")
         with open(out, "w") as f:
@@ -170,7 +261,15 @@ def main():
                        "zero_stage": a.zero_stage, "offload": a.offload, "steps": steps, "baseline": baseline,
                        "loop_s": dt, "deepspeed": deepspeed.__version__, "torch": torch.__version__,
                        "params": sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in model.parameters()),
-                       "final_loss": repr(float(loss.item()))}, f, indent=1)
+                       "final_loss": repr(float(loss.item())) if loss is not None else None,
+                       "partitions": parts, "oom": oom,
+                       "config": {"offload_param": conf["zero_optimization"]["offload_param"]["device"],
+                                  "offload_optimizer": conf["zero_optimization"]["offload_optimizer"]["device"],
+                                  "micro_batch": a.per_device_train_batch_size, "seq": a.max_seq_len,
+                                  "reduce_bucket_size": a.reduce_bucket_size,
+                                  "allgather_bucket_size": a.allgather_bucket_size}}, f, indent=1)
+    if oom is not None:
+        return 3
     if rank == 0:
         print(f"done: {a.steps} steps in {dt:.2f} s", flush=True)
     import torch.distributed as dist

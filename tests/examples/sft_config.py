@@ -106,6 +106,25 @@ try:
 except SystemExit as e:
     want("exit status for --dtype fp32", e.code, 2)
 
+# --offload_param: auto follows --offload (DeepSpeed-Chat), none keeps the
+# parameters on the GPU (optimizer offload only), cpu without --offload
+z = sft.ds_config(sft.parse(["--zero_stage", "3", "--offload"]), 2)["zero_optimization"]
+want("offload: params", z["offload_param"], {"device": "cpu"})
+want("offload: optimizer", z["offload_optimizer"], {"device": "cpu"})
+z = sft.ds_config(sft.parse(["--zero_stage", "3", "--offload", "--offload_param", "none"]), 2)["zero_optimization"]
+want("optimizer offload only: params", z["offload_param"], {"device": "none"})
+want("optimizer offload only: optimizer", z["offload_optimizer"], {"device": "cpu"})
+z = sft.ds_config(sft.parse(["--zero_stage", "3", "--offload_param", "cpu"]), 2)["zero_optimization"]
+want("param offload only: params", z["offload_param"], {"device": "cpu"})
+want("param offload only: optimizer", z["offload_optimizer"], {"device": "none"})
+
+# DeepSpeed 0.19.8's ThroughputTimer line (utils/timer.py format string)
+line = ("epoch=0/micro_step=4/global_step=4, RunningAvgSamplesPerSec=12.5, CurrSamplesPerSec=13.1, "
+        "MemAllocated=10.8GB, MaxMemAllocated=16.85GB")
+want("ThroughputTimer line", sft.parse_tput(line),
+     {"global_step": 4, "mem_allocated_gb": 10.8, "max_mem_allocated_gb": 16.85})
+want("not a ThroughputTimer line", sft.parse_tput("[INFO] DeepSpeed Flops Profiler Enabled: False"), None)
+
 if fails:
     print("\n".join(fails))
     sys.exit(1)

@@ -173,6 +173,14 @@ def cmd_train(args):
         if p.get("truncated"):
             fail("decoder says the trace is truncated")
         compare_steps(v0, p.get("steps", []), " ".join(dcmd))
+        if args.want_host_per_step:
+            rows = [r for r in p.get("steps", []) if r.get("kind", "step") == "step"]
+            if not rows:
+                fail("no step rows to check host samples in")
+            for r in rows:
+                if r.get("peak_host_rss") is None or not r.get("peak_host_rss"):
+                    fail("step %s: no host-memory sample inside the step (peak_host_rss %r)"
+                         % (r.get("step"), r.get("peak_host_rss")))
         if args.keep and failures:
             keep = os.path.abspath(args.keep)
             os.makedirs(keep, exist_ok=True)
@@ -246,6 +254,8 @@ def main():
     ap.add_argument("--decode-arg", action="append", default=[])
     ap.add_argument("--env", action="append", default=[], help="VAR=VALUE for the traced run")
     ap.add_argument("--keep", help="copy the trace here when the test fails")
+    ap.add_argument("--want-host-per-step", action="store_true",
+                    help="every step's row must hold a host-memory sample taken inside it")
     argv = sys.argv[1:]
     if "--" not in argv:
         ap.error("no command (give it after --)")

@@ -47,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MiB (1024ull * 1024)
 #define MAX_DEV 2
@@ -62,8 +63,8 @@ static uint64_t (*alloc_reports_p)(void), (*alloc_report_sum_p)(void), (*alloc_o
 enum markers { M_PUSH, M_START, M_DOMAIN, M_MARK };
 static struct {
 	const char *out;
-	int steps, ndev, markers, local_cudart, ext, oom_step, empty_step;
-} opt = {NULL, 6, 1, M_PUSH, 0, 0, 3, 4};
+	int steps, ndev, markers, local_cudart, ext, oom_step, empty_step, sleep_ms;
+} opt = {NULL, 6, 1, M_PUSH, 0, 0, 3, 4, 0};
 
 static nvtxDomainHandle_t ds_domain;
 static nvtxStringHandle_t ds_train_step;
@@ -273,7 +274,8 @@ static void *load(void *h, const char *name)
 static void usage(void)
 {
 	fprintf(stderr, "usage: victim_train --out FILE.json [--steps N] [--devices 1|2] "
-			"[--markers push|start|domain|mark] [--local-cudart] [--ext] [--oom-step K] [--empty-step K]\n");
+			"[--markers push|start|domain|mark] [--local-cudart] [--ext] [--oom-step K] [--empty-step K]\n"
+			"       [--step-sleep-ms MS]  (each step sleeps MS after its forward pass)\n");
 	exit(2);
 }
 
@@ -297,6 +299,8 @@ int main(int argc, char **argv)
 			opt.oom_step = atoi(v), i++;
 		else if (!strcmp(a, "--empty-step"))
 			opt.empty_step = atoi(v), i++;
+		else if (!strcmp(a, "--step-sleep-ms"))
+			opt.sleep_ms = atoi(v), i++;
 		else if (!strcmp(a, "--markers")) {
 			i++;
 			if (!strcmp(v, "push"))
@@ -389,6 +393,8 @@ int main(int argc, char **argv)
 		}
 		for (int d = 0; d < opt.ndev; d++)
 			forward(&models[d], s);
+		if (opt.sleep_ms > 0)
+			nanosleep(&(struct timespec){opt.sleep_ms / 1000, (long)(opt.sleep_ms % 1000) * 1000000L}, NULL);
 		nvtxMarkA("loss computed");
 		for (int d = 0; d < opt.ndev; d++)
 			start_backward(&models[d]); /* the devices' autograd threads run concurrently */
