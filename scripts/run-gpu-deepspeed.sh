@@ -55,7 +55,7 @@ run_one() {
 		[ -e "$t" ] || continue
 		"$B/decode/dsmemdecode" --format json "$t" >"$d/$(basename "$t" .zst).json" 2>>"$d/decode.err"
 	done
-	echo "== $name: exit $rc in $(($(date +%s) - t0)) s; $(grep -c MaxMemAllocated "$d/out.txt") ThroughputTimer lines"
+	echo "== $name: exit $rc in $(($(date +%s) - t0)) s; $(grep -c "^ThroughputTimer" "$d/out.txt") ThroughputTimer lines"
 	grep -hE 'out of memory|Error|dsmemtrace:' "$d/err.txt" | sort | uniq -c | head -n 4
 }
 

@@ -201,8 +201,14 @@ def main():
             t = parse_tput(record.getMessage())
             if t:
                 tput.append(t)
+                if rank == 0:
+                    print("ThroughputTimer: " + record.getMessage(), flush=True)
 
+    # DeepSpeed 0.19 logs at WARNING, so the timer's INFO line (printed by
+    # the DeepSpeed the seed ran) is dropped; let it reach our handler (the
+    # console handler keeps its WARNING level: nothing else gets printed)
     from deepspeed.utils import logger as ds_logger
+    ds_logger.setLevel(logging.INFO)
     ds_logger.addHandler(Tput())
     dev = torch.device("cuda", local)
     g = torch.Generator(device="cpu").manual_seed(4321 + rank)
