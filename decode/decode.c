@@ -140,6 +140,7 @@ enum {
 	AR_PARAM = 4, /* counted in ctx.psizes */
 	AR_LIVE = 8,
 	AR_LIBWS = 16, /* allocated in the op in which a workspace library allocated on this thread */
+	AR_OOM = 32,   /* live at the first OOM: categorised when freed (oom_freed) or at the end */
 };
 
 /* pending sums of a peak: blocks live at the peak and freed since */
@@ -414,6 +415,7 @@ struct ctx {
 	uint64_t sample_due;   /* next_seq of pend[pend_head] (UINT64_MAX: none) */
 	uint64_t samples_dropped;
 	VEC(struct hostsm) hosts; /* HOST records */
+	VEC(struct dsmt_oom) oomv; /* the first DSMT_OOM_MAX OOM events */
 	uint64_t hosts_dropped;
 	VEC(struct phchg) phchg;  /* attribution: phase changes (host samples' phase) */
 	uint8_t host_ph;          /* the last phase in phchg */
@@ -1410,6 +1412,17 @@ static inline void attrib_thread_seen(struct ctx *c, uint64_t seq, const struct 
 	}
 }
 
+/* A block live at the first OOM is freed: its category, now that its
+ * lifetime is known (as for a peak's blocks), into that OOM's breakdown */
+static __attribute__((noinline)) void oom_freed(struct ctx *c, const struct dsmt_event *e, struct arec *r,
+						uint64_t size)
+{
+	const struct thread *t = &c->thr.v[e->tidx];
+	unsigned ph_free = phase_of(c, c->ph, e->pystack, t, t->nvk, c->bw_seen, c->cur_fwd), ph;
+	c->oomv.v[0].bk.cat[ar_category(c, r, size, ph_free, &ph)] += size;
+	r->flags &= (uint8_t)~AR_OOM;
+}
+
 static inline void attrib_free(struct ctx *c, uint64_t seq, const struct dsmt_event *e, struct dev *d,
 			       uint64_t size, uint32_t i)
 {
@@ -1422,6 +1435,8 @@ static inline void attrib_free(struct ctx *c, uint64_t seq, const struct dsmt_ev
 	}
 	if (r->seq <= d->pk_seq || (d->snap.taken && r->seq <= d->snap.seq))
 		attrib_freed_live(c, e, d, size, r);
+	if (__builtin_expect(r->flags & AR_OOM, 0))
+		oom_freed(c, e, r, size);
 	ar_release(c, i, size);
 }
 
@@ -2267,6 +2282,64 @@ static void replay_rt_free(struct ctx *c, uint64_t seq, const struct dsmt_event 
 	}
 }
 
+/* An OOM event: the allocator's totals and ours, and with attribution the
+ * live tensor bytes of its device by category, as known at that moment
+ * (ar_category has no side effects; ar_live_cat's caching is left alone so
+ * the rows come out the same with or without OOMs). */
+static void bk_fill(uint64_t *cat, uint64_t *stale, uint64_t level, uint64_t res);
+
+static void oom_report(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
+{
+	if (c->oomv.n >= DSMT_OOM_MAX)
+		return;
+	struct dsmt_oom *o = VPUSH(c->oomv);
+	if (!o) {
+		c->nomem = 1;
+		return;
+	}
+	memset(o, 0, sizeof(*o));
+	o->seq = seq;
+	o->ts_ns = e->ts; /* units until build_rows converts */
+	o->device = (int)e->dev1 - 1;
+	o->requested = e->size;
+	o->torch_alloc = e->tot;
+	o->torch_res = e->res;
+	struct dev *d = e->dev1 && e->dev1 <= c->maxdev1 ? c->dev[e->dev1] : NULL;
+	if (!d)
+		return;
+	o->alloc = d->alloc;
+	o->res = d->res;
+	if (!c->attrib || c->oomv.n > 1)
+		return;
+	/* the first OOM: flag its device's live blocks; each is categorised
+	 * when freed, with its lifetime (oom_freed), or at the end of the
+	 * trace (oom_finish) -- at the OOM itself an activation, say, cannot
+	 * yet be told from anything else */
+	size_t it = 0;
+	struct dsmt_hent *h;
+	while ((h = dsmt_hmap_next(&d->tens, &it)))
+		c->ar.v[h->aux].flags |= AR_OOM;
+	o->has_bk = 1;
+}
+
+/* The end of the trace: the first OOM's blocks still live are categorised
+ * as the rows' live blocks are; then other and cached as for a row */
+static void oom_finish(struct ctx *c)
+{
+	if (!c->oomv.n || !c->oomv.v[0].has_bk)
+		return;
+	struct dsmt_oom *o = &c->oomv.v[0];
+	for (size_t i = 1; i < c->ar.n; i++) {
+		struct arec *r = &c->ar.v[i];
+		if ((r->flags & (AR_LIVE | AR_OOM)) != (AR_LIVE | AR_OOM))
+			continue;
+		unsigned ph;
+		o->bk.cat[ar_live_cat(c, r, r->size, &ph)] += r->size;
+		r->flags &= (uint8_t)~AR_OOM;
+	}
+	bk_fill(o->bk.cat, NULL, o->alloc, o->res);
+}
+
 /* Every other event: runtime allocations, driver level, OOM, NVTX, LOST,
  * PAUSE/RESUME. */
 static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
@@ -2304,6 +2377,7 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 	}
 	case DSMT_REC_OOM:
 		c->ooms++;
+		oom_report(c, seq, e);
 		break;
 	case DSMT_REC_LOST:
 		c->lost += e->size;
@@ -3066,6 +3140,7 @@ static inline __attribute__((always_inline)) void ev_fill(const int mem, struct 
 		e->dev1 = clamp8(f[FO_DEV1]);
 		e->size = f[FO_SIZE];
 		e->tot = f[FO_TOT_ALLOC];
+		e->res = f[FO_TOT_RES]; /* (no DSMT_EVF_RES: read by oom_report alone) */
 		e->x = t->site += (uint64_t)dsmt_dec_unzigzag(f[FO_SDSITE]);
 		e->stack = clamp32(f[FO_STACK]);
 		if (x) {
@@ -3705,6 +3780,7 @@ static void replay_reset(struct ctx *c)
 	free(c->samples.v);
 	free(c->pend.v);
 	free(c->hosts.v);
+	free(c->oomv.v);
 	free(c->phchg.v);
 	dsmt_hmap_free(&c->unres_sites);
 	dsmt_hmap_free(&c->unres_names);
@@ -4438,6 +4514,23 @@ static int build_rows(struct ctx *c, struct dsmt_process *out)
 		npaused += paused;
 	}
 	int gr = c->attrib ? attrib_growth(c, out, seg_iv, lab, ni) : 0;
+	/* OOM events: the interval each fell in (an event below a boundary's
+	 * seq belongs to the interval before it), real time */
+	if (c->attrib)
+		oom_finish(c);
+	for (size_t i = 0; i < c->oomv.n; i++) {
+		struct dsmt_oom *o = &c->oomv.v[i];
+		size_t iv = 0;
+		while (iv < nb && b[iv].seq <= o->seq)
+			iv++;
+		o->kind = lab[iv].kind;
+		o->step = lab[iv].num;
+		o->ts_ns = RT(o->ts_ns);
+	}
+	out->oom = c->oomv.v;
+	out->noom = c->oomv.n;
+	c->oomv.v = NULL;
+	c->oomv.n = c->oomv.cap = 0;
 	free(seg_iv);
 	free(agg);
 	free(ihp);
@@ -4731,6 +4824,7 @@ void dsmt_process_free(struct dsmt_process *p)
 		free(p->sources[i].name);
 	free(p->sources);
 	free(p->bk);
+	free(p->oom);
 	memset(p, 0, sizeof(*p));
 }
 

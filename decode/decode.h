@@ -156,6 +156,10 @@ struct dsmt_process {
 	struct dsmt_row *rows; /* intervals in time order, devices ascending in each */
 	size_t nrows;
 	uint64_t events, ooms, lost, missing;
+	/* the first DSMT_OOM_MAX out-of-memory events: what was live when the
+	 * allocator gave up (oom_bk when attribution ran) */
+	struct dsmt_oom *oom;
+	size_t noom;
 	int has_drv; /* the trace has SOURCE or DRV records (else driver-level numbers are unknown) */
 	struct dsmt_source *sources;
 	size_t nsources;
@@ -173,6 +177,18 @@ struct dsmt_process {
 	 * (phase_rss_n[ph] samples; index: DSMT_PH_*) */
 	uint64_t host_samples, host_peak_rss, host_peak_vsz;
 	uint64_t phase_rss[DSMT_BK_NPHASE], phase_rss_n[DSMT_BK_NPHASE];
+};
+
+/* An out-of-memory event (OOM record): when, where, what was asked for, the
+ * allocator's own totals, ours at that moment, and with attribution the
+ * live bytes by category (cached = reserved - allocated). */
+#define DSMT_OOM_MAX 16
+struct dsmt_oom {
+	uint64_t seq, ts_ns;
+	int device, kind, step; /* the interval it fell in (enum dsmt_kind, step number) */
+	uint64_t requested, torch_alloc, torch_res, alloc, res;
+	int has_bk;
+	struct dsmt_bk bk;
 };
 
 /* Decode `path`.  Messages go to `err` prefixed with "dsmemdecode: FILE: ".

@@ -401,6 +401,77 @@ static void json_host_memory(FILE *f, const struct dsmt_process *p)
 	fputs("}}", f);
 }
 
+static const char *kind_name(int kind)
+{
+	switch (kind) {
+	case DSMT_INIT: return "init";
+	case DSMT_STEP: return "step";
+	case DSMT_EVAL: return "eval";
+	default: return "tail";
+	}
+}
+
+/* "oom_reports" (only when the trace has OOM records): the first
+ * DSMT_OOM_MAX of them, what was live at each */
+static void json_ooms(FILE *f, const struct dsmt_process *p)
+{
+	if (!p->noom)
+		return;
+	fputs(",\n     \"oom_reports\": [", f);
+	for (size_t i = 0; i < p->noom; i++) {
+		const struct dsmt_oom *o = &p->oom[i];
+		fprintf(f,
+			"%s{\"device\": %d, \"interval\": \"%s\", \"step\": %d, \"ts_ns\": %" PRIu64
+			", \"requested\": %" PRIu64 ", \"torch_allocated\": %" PRIu64 ", \"torch_reserved\": %" PRIu64
+			", \"allocated\": %" PRIu64 ", \"reserved\": %" PRIu64 ", \"breakdown\": ",
+			i ? ",\n       " : "\n       ", o->device, kind_name(o->kind), o->step, o->ts_ns, o->requested,
+			o->torch_alloc, o->torch_res, o->alloc, o->res);
+		if (o->has_bk)
+			json_bk(f, &o->bk);
+		else
+			fputs("null", f);
+		fputc('}', f);
+	}
+	fputc(']', f);
+}
+
+/* One line per reported OOM under a process's table: where, what was asked
+ * for, the allocator's totals against ours, and the largest live categories */
+static void table_ooms(FILE *f, const struct dsmt_process *p)
+{
+	for (size_t i = 0; i < p->noom; i++) {
+		const struct dsmt_oom *o = &p->oom[i];
+		char where[32];
+		if (o->kind == DSMT_STEP || o->kind == DSMT_EVAL)
+			snprintf(where, sizeof where, "%s %d", kind_name(o->kind), o->step);
+		else
+			snprintf(where, sizeof where, "%s", kind_name(o->kind));
+		fprintf(f,
+			"OOM %zu: device %d in %s: requested %" PRIu64 " B (%.2f GiB) with %" PRIu64
+			" allocated (allocator: %" PRIu64 "), %" PRIu64 " reserved (allocator: %" PRIu64 ")",
+			i + 1, o->device, where, o->requested, (double)o->requested / 1073741824.0, o->alloc,
+			o->torch_alloc, o->res, o->torch_res);
+		if (o->has_bk) {
+			fputs("; live, GiB:", f);
+			unsigned used[DSMT_BK_NCAT] = {0};
+			for (int n = 0; n < 6; n++) {
+				int best = -1;
+				for (unsigned c = 0; c < DSMT_BK_NCAT; c++)
+					if (!used[c] && o->bk.cat[c] && (best < 0 || o->bk.cat[c] > o->bk.cat[best]))
+						best = (int)c;
+				if (best < 0)
+					break;
+				used[best] = 1;
+				fprintf(f, "%s %s %.2f", n ? "," : "", dsmt_cat_name((unsigned)best),
+					(double)o->bk.cat[best] / 1073741824.0);
+			}
+		}
+		fputc('\n', f);
+	}
+	if (p->ooms > p->noom)
+		fprintf(f, "(%" PRIu64 " OOM events in all; the first %zu shown)\n", p->ooms, p->noom);
+}
+
 void dsmt_write_json(FILE *f, const struct dsmt_process *ps, size_t n)
 {
 	fputs("{\"format\": \"dsmemdecode-steps/3\",\n \"processes\": [", f);
@@ -438,6 +509,7 @@ void dsmt_write_json(FILE *f, const struct dsmt_process *ps, size_t n)
 		json_driver(f, p);
 		json_growth(f, p);
 		json_host_memory(f, p);
+		json_ooms(f, p);
 		fputs("}", f);
 	}
 	fputs("]}\n", f);
@@ -558,6 +630,7 @@ void dsmt_write_table(FILE *f, const struct dsmt_process *ps, size_t n)
 		}
 		if (!p->nrows)
 			fputs("(no device allocations)\n", f);
+		table_ooms(f, p);
 		free(cells);
 	}
 }

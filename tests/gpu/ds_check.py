@@ -101,7 +101,40 @@ def check_rank(run, ref, proc):
         r["partition_disagree"].append("partition sizes not read: " + parts["error"])
     if ref.get("oom"):
         r["oom"] = {"torch": ref["oom"], "trace_ooms": proc.get("ooms"), "oom_reports": proc.get("oom_reports")}
+        r["disagree"] += check_oom(ref["oom"], proc.get("oom_reports") or [])
     return r
+
+
+def check_oom(t, reps):
+    """The trace's first OOM report against torch's OutOfMemoryError message
+    ("Tried to allocate X GiB ... Of the allocated memory Y GiB is allocated
+    by PyTorch"): the request, the allocated bytes (ours and the allocator's
+    own at the OOM), and a breakdown that adds up to them."""
+    if not reps:
+        return ["OOM: torch raised one, the trace reports none"]
+    o, bad = reps[0], []
+    m = re.search(r"Tried to allocate ([0-9.]+) GiB", t["message"])
+    if m and round(o["requested"] / GIB, 2) != float(m.group(1)):
+        bad.append("OOM: requested %.2f GiB, torch says %s" % (o["requested"] / GIB, m.group(1)))
+    m = re.search(r"Of the allocated memory ([0-9.]+) GiB is allocated by PyTorch", t["message"])
+    if m and round(o["allocated"] / GIB, 2) != float(m.group(1)):
+        bad.append("OOM: allocated %.2f GiB, torch says %s" % (o["allocated"] / GIB, m.group(1)))
+    if o["allocated"] != o["torch_allocated"]:
+        bad.append("OOM: allocated %d, the allocator's total %d" % (o["allocated"], o["torch_allocated"]))
+    bk = o.get("breakdown") or {}
+    live = sum(v for k, v in bk.items() if k not in ("cached", "temporaries_by_phase"))
+    if live != o["allocated"]:
+        bad.append("OOM: breakdown adds up to %d, allocated %d" % (live, o["allocated"]))
+    return bad
+
+
+def oom_line(o):
+    rep = (o.get("oom_reports") or [{}])[0]
+    bk = {k: v for k, v in (rep.get("breakdown") or {}).items() if isinstance(v, int) and v}
+    top = sorted(bk.items(), key=lambda kv: -kv[1])[:4]
+    return "requested %.2f GiB with %.2f GiB allocated (%s)" % (
+        rep.get("requested", 0) / GIB, rep.get("allocated", 0) / GIB,
+        ", ".join("%s %.2f" % (k, v / GIB) for k, v in top))
 
 
 def main():
@@ -141,7 +174,8 @@ def main():
                 print("%-50s rank %d: %d steps x 4 fields, %d disagreements; ThroughputTimer %d steps, %d disagreements;"
                       " partitions (trace - DeepSpeed, bytes): %s%s"
                       % (name, r["rank"], r["steps"], len(r["disagree"]), r["timer"], len(r["timer_disagree"]),
-                         pd or "-", "; OOM: trace has %s OOM records" % r["oom"]["trace_ooms"] if r["oom"] else ""))
+                         pd or "-", "; OOM: trace has %s OOM records, the first: %s" % (r["oom"]["trace_ooms"], oom_line(r["oom"]))
+                         if r["oom"] else ""))
                 for m in r["disagree"] + r["timer_disagree"] + r["partition_disagree"]:
                     print("    " + m)
     if a.json:
