@@ -29,6 +29,11 @@ struct srow {
 	double v[NNUM]; /* bytes, or seconds */
 	int max_step;   /* the step of MaxMemAllocated (0: none) */
 	const struct dsmt_row *pk; /* its row (breakdown) */
+	/* host memory (HOST records) like the seed's last table: RSS at the end
+	 * of init (the last sample at or before the first step), the largest
+	 * RSS sampled inside training steps */
+	int has_rss_init, has_rss_train;
+	uint64_t rss_init, rss_train;
 };
 
 /* the value of --NAME VALUE or --NAME=VALUE in the command line; flag: 1
@@ -138,8 +143,16 @@ static void fill(const struct dsmt_process *p, struct srow *r)
 				r->v[C_PINNED] = (double)w->peak_hp;
 			r->known[C_PEAKDEV] = r->known[C_PINNED] = 1;
 		}
+		if (w->kind == DSMT_INIT && w->has_end_rss) {
+			r->rss_init = w->end_rss;
+			r->has_rss_init = 1;
+		}
 		if (w->kind != DSMT_STEP)
 			continue;
+		if (w->has_peak_rss && (!r->has_rss_train || w->peak_rss > r->rss_train)) {
+			r->rss_train = w->peak_rss;
+			r->has_rss_train = 1;
+		}
 		if (!r->known[C_MAXALLOC] || w->peak_alloc > r->v[C_MAXALLOC]) {
 			r->v[C_MAXALLOC] = (double)w->peak_alloc;
 			r->max_step = w->step;
@@ -441,6 +454,85 @@ static void json_s(FILE *f, const char *key, const char *s, int num)
 	}
 }
 
+/* ---- host memory by phase (issue 6 part 3; the seed's last table) ---- */
+
+static void gib_or_q(FILE *f, int known, uint64_t v, int w)
+{
+	if (known)
+		fprintf(f, "  %*.2f", w, v / 1073741824.0);
+	else
+		fprintf(f, "  %*s", w, "?");
+}
+
+static void text_host(FILE *f, const struct srow *rs, size_t n)
+{
+	size_t any = 0;
+	for (size_t k = 0; k < n; k++)
+		any += rs[k].p->host_samples != 0;
+	if (!any)
+		return;
+	fputs("host memory (GiB), like the seed's last table: RSS at the end of init, the largest RSS inside training "
+	      "steps, the largest virtual size, pinned host peak, the largest RSS by phase\n",
+	      f);
+	fprintf(f, "%-4s  %8s  %9s  %8s  %8s  %s\n", "rank", "rss_init", "rss_train", "vsz_peak", "pinned", "rss by phase");
+	for (size_t k = 0; k < n; k++) {
+		const struct srow *r = &rs[k];
+		const struct dsmt_process *p = r->p;
+		char rk[24];
+		snprintf(rk, sizeof rk, r->has_rank ? "%lld" : "?", r->rank);
+		fprintf(f, "%-4s", rk);
+		gib_or_q(f, r->has_rss_init, r->rss_init, 8);
+		gib_or_q(f, r->has_rss_train, r->rss_train, 9);
+		gib_or_q(f, p->host_samples != 0, p->host_peak_vsz, 8);
+		gib_or_q(f, r->known[C_PINNED], (uint64_t)r->v[C_PINNED], 8);
+		fputs(" ", f);
+		int first = 1;
+		for (unsigned ph = 1; p->attrib && ph < DSMT_BK_NPHASE; ph++) {
+			if (!p->phase_rss_n[ph])
+				continue;
+			fprintf(f, "%s %s %.2f", first ? "" : ",", dsmt_phase_name(ph), p->phase_rss[ph] / 1073741824.0);
+			first = 0;
+		}
+		fputs(first ? " ?\n" : "\n", f);
+	}
+}
+
+static void json_opt_u(FILE *f, const char *key, int known, uint64_t v)
+{
+	if (known)
+		fprintf(f, "\"%s\": %" PRIu64, key, v);
+	else
+		fprintf(f, "\"%s\": null", key);
+}
+
+static void json_host(FILE *f, const struct srow *r)
+{
+	const struct dsmt_process *p = r->p;
+	fputs(",\n     \"host\": ", f);
+	if (!p->host_samples) {
+		fputs("null", f);
+		return;
+	}
+	fputc('{', f);
+	json_opt_u(f, "rss_init_end", r->has_rss_init, r->rss_init);
+	fputs(", ", f);
+	json_opt_u(f, "rss_peak_training", r->has_rss_train, r->rss_train);
+	fprintf(f, ", \"vsz_peak\": %" PRIu64 ", \"rss_peak_by_phase\": ", p->host_peak_vsz);
+	if (!p->attrib) {
+		fputs("null}", f);
+		return;
+	}
+	fputc('{', f);
+	int first = 1;
+	for (unsigned ph = 1; ph < DSMT_BK_NPHASE; ph++) {
+		if (!p->phase_rss_n[ph])
+			continue;
+		fprintf(f, "%s\"%s\": %" PRIu64, first ? "" : ", ", dsmt_phase_name(ph), p->phase_rss[ph]);
+		first = 0;
+	}
+	fputs("}}", f);
+}
+
 static int is_int(const char *s)
 {
 	if (!*s)
@@ -558,6 +650,7 @@ void dsmt_write_summary(FILE *f, const struct dsmt_process *ps, size_t n, int js
 					fputc(']', f);
 				}
 				json_estimate(f, r);
+				json_host(f, r);
 				fputc('}', f);
 				continue;
 			}
@@ -600,6 +693,7 @@ void dsmt_write_summary(FILE *f, const struct dsmt_process *ps, size_t n, int js
 				put_num_text(f, sk[c], sv[c], c == C_TIME10, W[c]);
 			fputc('\n', f);
 			text_estimates(f, rs + i, j - i);
+			text_host(f, rs + i, j - i);
 		}
 		i = j;
 	}

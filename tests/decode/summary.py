@@ -65,6 +65,12 @@ else:
          host_rss_peak=6 * G, peak_device=None)
     want("skew", runs[0]["skew"], time_per_10_steps_s=1.0, max_mem_allocated=0.5 * G, mem_allocated=0,
          host_rss_peak=1 * G, host_pinned_peak=None)
+    # host memory like the seed's last table: the 2G sample before seq 1 is
+    # the end of init, the 5G/6G sample lies inside step 1 (before seq 7)
+    want("rank 0 host", r0.get("host") or {}, rss_init_end=2 * G, rss_peak_training=5 * G, vsz_peak=10 * G)
+    want("rank 1 host", r1.get("host") or {}, rss_init_end=2 * G, rss_peak_training=6 * G, vsz_peak=10 * G)
+    if "rss_init  rss_train  vsz_peak" not in table:
+        fails.append("two_ranks: no host memory table")
     for r in (r0, r1):  # the breakdown at the peak adds up to at most MaxMemAllocated
         if sum(b["bytes"] for b in r["breakdown_at_max"]) > r["max_mem_allocated"]:
             fails.append("breakdown exceeds MaxMemAllocated: %r" % r)
@@ -74,6 +80,7 @@ r = doc["runs"][0]["ranks"][0]
 want("noflags", r, rank=None, model=None, gpus=None, zero_stage=None, offload=None, micro_batch=None, seq=None,
      host_rss_peak=None, peak_device=None, host_pinned_peak=None, max_mem_allocated=3000, mem_allocated=1000,
      time_per_10_steps_s=20.0)
+want("noflags host", r, host=None)
 row = [l for l in table.splitlines() if l.startswith("?")]
 if not row or row[0].split()[:7] != ["?"] * 7:
     fails.append("noflags: the configuration columns do not print ?: %r" % row)
