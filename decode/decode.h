@@ -218,5 +218,10 @@ void dsmt_write_csv(FILE *f, const struct dsmt_process *ps, size_t n);
  * MaxMemAllocated, ...), then the max and the skew across ranks; table, or
  * JSON (dsmemdecode-summary/2, with the estimator cross-check).  Processes sorted by run and rank. */
 void dsmt_write_summary(FILE *f, const struct dsmt_process *ps, size_t n, int json);
+/* micro-batch and seq from the recorded command line (0: unknown) */
+void dsmt_cmdline_tokens(const struct dsmt_process *p, long *mbs, long *seq);
+/* --what-if SPEC (whatif.c): projection to another micro-batch/seq; returns
+ * an exit code (usage for a bad SPEC, bad when no run can be used) */
+int dsmt_write_whatif(FILE *f, const struct dsmt_process *ps, size_t n, const char *spec, int json, FILE *err);
 
 #endif

@@ -36,6 +36,11 @@ static void usage(FILE *f)
 	      "                         GPUs, ZeRO stage, offload, micro-batch, seq (from the recorded\n"
 	      "                         command line), time per 10 steps, MaxMemAllocated, ...; then\n"
 	      "                         the max and the skew across ranks (table or json)\n"
+	      "  --what-if micro_batch=M,seq=S\n"
+	      "                         project MaxMemAllocated and MemAllocated to another\n"
+	      "                         micro-batch and sequence length from one or two measured\n"
+	      "                         runs (their command lines give theirs); prints its\n"
+	      "                         assumptions (table or json)\n"
 	      "  -o, --output FILE      write the report to FILE instead of stdout\n"
 	      "  -v, --verbose          more diagnostics on stderr\n"
 	      "  -h, --help             this text\n"
@@ -47,7 +52,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	enum { O_DUMP = 256, O_PERSTEP, O_STEPRE, O_IGNTOT, O_VERSION, O_GRADACC, O_BREAKDOWN, O_TOP, O_PEAKBLK, O_SUMMARY };
+	enum { O_DUMP = 256, O_PERSTEP, O_STEPRE, O_IGNTOT, O_VERSION, O_GRADACC, O_BREAKDOWN, O_TOP, O_PEAKBLK, O_SUMMARY, O_WHATIF };
 	static const struct option lo[] = {
 		{"dump", no_argument, NULL, O_DUMP},
 		{"per-step", no_argument, NULL, O_PERSTEP},
@@ -59,6 +64,7 @@ int main(int argc, char **argv)
 		{"top", required_argument, NULL, O_TOP},
 		{"peak-blocks", no_argument, NULL, O_PEAKBLK},
 		{"summary", no_argument, NULL, O_SUMMARY},
+		{"what-if", required_argument, NULL, O_WHATIF},
 		{"output", required_argument, NULL, 'o'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -66,7 +72,7 @@ int main(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	struct dsmt_opts o = {.step_re = DSMT_DEFAULT_STEP_RE};
-	const char *fmt = "table", *outpath = NULL;
+	const char *fmt = "table", *outpath = NULL, *whatif = NULL;
 	int dump = 0, c, breakdown = 0, summary = 0;
 	while ((c = getopt_long(argc, argv, "f:o:vh", lo, NULL)) != -1) {
 		switch (c) {
@@ -89,6 +95,7 @@ int main(int argc, char **argv)
 		case O_BREAKDOWN: breakdown = 1; break;
 		case O_PEAKBLK: o.peak_blocks = 1; break;
 		case O_SUMMARY: summary = 1; break;
+		case O_WHATIF: whatif = optarg; break;
 		case O_TOP: {
 			char *e;
 			long x = strtol(optarg, &e, 10);
@@ -113,8 +120,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "dsmemdecode: unknown format '%s' (table, csv or json)\n", fmt);
 		return DSMT_EXIT_USAGE;
 	}
-	if (summary && !strcmp(fmt, "csv")) {
-		fputs("dsmemdecode: --summary prints a table or json, not csv\n", stderr);
+	if ((summary || whatif) && !strcmp(fmt, "csv")) {
+		fprintf(stderr, "dsmemdecode: %s prints a table or json, not csv\n", summary ? "--summary" : "--what-if");
+		return DSMT_EXIT_USAGE;
+	}
+	if (summary && whatif) {
+		fputs("dsmemdecode: --summary and --what-if are separate reports: one at a time\n", stderr);
 		return DSMT_EXIT_USAGE;
 	}
 	if (optind >= argc) {
@@ -122,7 +133,7 @@ int main(int argc, char **argv)
 		return DSMT_EXIT_USAGE;
 	}
 	/* attribution: what the JSON report and the table's --breakdown show */
-	o.attrib = !strcmp(fmt, "json") || breakdown || o.top || summary; /* summary: the breakdown at the peak */
+	o.attrib = !strcmp(fmt, "json") || breakdown || o.top || summary || whatif; /* summary, what-if: breakdowns */
 	FILE *out = stdout;
 	if (outpath && !(out = fopen(outpath, "w"))) {
 		perror(outpath);
@@ -156,7 +167,11 @@ int main(int argc, char **argv)
 		}
 		if (code != DSMT_EXIT_USAGE) {
 			dsmt_sort_processes(ps, n);
-			if (summary)
+			if (whatif) {
+				int r = dsmt_write_whatif(out, ps, n, whatif, !strcmp(fmt, "json"), stderr);
+				if (r > code)
+					code = r;
+			} else if (summary)
 				dsmt_write_summary(out, ps, n, !strcmp(fmt, "json"));
 			else if (!strcmp(fmt, "json"))
 				dsmt_write_json(out, ps, n);

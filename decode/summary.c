@@ -701,3 +701,18 @@ void dsmt_write_summary(FILE *f, const struct dsmt_process *ps, size_t n, int js
 		fputs("]}\n", f);
 	free(rs);
 }
+
+/* micro-batch and sequence length from the recorded command line (the
+ * example's and DeepSpeed-Chat's flags); 0 where unknown (--what-if) */
+void dsmt_cmdline_tokens(const struct dsmt_process *p, long *mbs, long *seq)
+{
+	struct srow r;
+	memset(&r, 0, sizeof(r));
+	parse_cmdline(p, &r);
+	*mbs = is_int(r.mbs) ? strtol(r.mbs, NULL, 10) : 0;
+	*seq = is_int(r.seq) ? strtol(r.seq, NULL, 10) : 0;
+	if (*mbs < 0)
+		*mbs = 0;
+	if (*seq < 0)
+		*seq = 0;
+}
