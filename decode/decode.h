@@ -218,6 +218,8 @@ void dsmt_write_csv(FILE *f, const struct dsmt_process *ps, size_t n);
  * MaxMemAllocated, ...), then the max and the skew across ranks; table, or
  * JSON (dsmemdecode-summary/2, with the estimator cross-check).  Processes sorted by run and rank. */
 void dsmt_write_summary(FILE *f, const struct dsmt_process *ps, size_t n, int json);
+/* JSON: the largest RSS per phase ({"init": N, ...}, null without attribution) */
+void dsmt_json_phase_rss(FILE *f, const struct dsmt_process *p);
 /* micro-batch and seq from the recorded command line (0: unknown) */
 void dsmt_cmdline_tokens(const struct dsmt_process *p, long *mbs, long *seq);
 /* --what-if SPEC (whatif.c): projection to another micro-batch/seq; returns

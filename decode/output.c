@@ -386,8 +386,16 @@ static void json_host_memory(FILE *f, const struct dsmt_process *p)
 	fprintf(f, "{\"samples\": %" PRIu64 ", \"peak_rss\": %" PRIu64 ", \"peak_vsz\": %" PRIu64
 		   ", \"phase_peak_rss\": ",
 		p->host_samples, p->host_peak_rss, p->host_peak_vsz);
+	dsmt_json_phase_rss(f, p);
+	fputc('}', f);
+}
+
+/* The largest RSS sampled in each phase that has samples, as a JSON object
+ * ({"init": ..., "forward": ...}); null without attribution */
+void dsmt_json_phase_rss(FILE *f, const struct dsmt_process *p)
+{
 	if (!p->attrib) {
-		fputs("null}", f);
+		fputs("null", f);
 		return;
 	}
 	fputc('{', f);
@@ -398,7 +406,7 @@ static void json_host_memory(FILE *f, const struct dsmt_process *p)
 		fprintf(f, "%s\"%s\": %" PRIu64, first ? "" : ", ", dsmt_phase_name(ph), p->phase_rss[ph]);
 		first = 0;
 	}
-	fputs("}}", f);
+	fputc('}', f);
 }
 
 static const char *kind_name(int kind)

@@ -456,14 +456,6 @@ static void json_s(FILE *f, const char *key, const char *s, int num)
 
 /* ---- host memory by phase (issue 6 part 3; the seed's last table) ---- */
 
-static void gib_or_q(FILE *f, int known, uint64_t v, int w)
-{
-	if (known)
-		fprintf(f, "  %*.2f", w, v / 1073741824.0);
-	else
-		fprintf(f, "  %*s", w, "?");
-}
-
 static void text_host(FILE *f, const struct srow *rs, size_t n)
 {
 	size_t any = 0;
@@ -481,10 +473,10 @@ static void text_host(FILE *f, const struct srow *rs, size_t n)
 		char rk[24];
 		snprintf(rk, sizeof rk, r->has_rank ? "%lld" : "?", r->rank);
 		fprintf(f, "%-4s", rk);
-		gib_or_q(f, r->has_rss_init, r->rss_init, 8);
-		gib_or_q(f, r->has_rss_train, r->rss_train, 9);
-		gib_or_q(f, p->host_samples != 0, p->host_peak_vsz, 8);
-		gib_or_q(f, r->known[C_PINNED], (uint64_t)r->v[C_PINNED], 8);
+		gib(f, r->has_rss_init, r->rss_init, 8);
+		gib(f, r->has_rss_train, r->rss_train, 9);
+		gib(f, p->host_samples != 0, p->host_peak_vsz, 8);
+		gib(f, r->known[C_PINNED], (uint64_t)r->v[C_PINNED], 8);
 		fputs(" ", f);
 		int first = 1;
 		for (unsigned ph = 1; p->attrib && ph < DSMT_BK_NPHASE; ph++) {
@@ -518,19 +510,8 @@ static void json_host(FILE *f, const struct srow *r)
 	fputs(", ", f);
 	json_opt_u(f, "rss_peak_training", r->has_rss_train, r->rss_train);
 	fprintf(f, ", \"vsz_peak\": %" PRIu64 ", \"rss_peak_by_phase\": ", p->host_peak_vsz);
-	if (!p->attrib) {
-		fputs("null}", f);
-		return;
-	}
-	fputc('{', f);
-	int first = 1;
-	for (unsigned ph = 1; ph < DSMT_BK_NPHASE; ph++) {
-		if (!p->phase_rss_n[ph])
-			continue;
-		fprintf(f, "%s\"%s\": %" PRIu64, first ? "" : ", ", dsmt_phase_name(ph), p->phase_rss[ph]);
-		first = 0;
-	}
-	fputs("}}", f);
+	dsmt_json_phase_rss(f, p);
+	fputc('}', f);
 }
 
 static int is_int(const char *s)
