@@ -179,6 +179,7 @@ struct dev {
 	struct arec pk_rec;
 	struct pend pend;
 	uint64_t snap_gen; /* the driver-level snapshot: blocks live then, freed since */
+	uint64_t tl_last[4]; /* timeline: alloc, res, dlev, imported as last put in it */
 	struct pend snap_pend;
 	struct tpend *tp;  /* --top: pending groups of the peak (pend.gen) */
 	size_t tpn, tpcap;
@@ -327,6 +328,7 @@ struct ctx {
 	VEC(uint64_t) ips;
 	uint64_t py_dropped;    /* definitions beyond the limits */
 	int attrib, top;        /* o->attrib, o->top */
+	int tl_on;              /* o->timeline (with attribution) */
 	int pblk;               /* o->peak_blocks */
 	uint64_t bucket_elems;  /* reduce_bucket_size (elements; 0: unknown) */
 	int world1;             /* META world_size 1 */
@@ -450,6 +452,12 @@ struct ctx {
 	VEC(uint32_t) gtouch;
 	uint64_t gtag;
 	int ar_overflow;
+	/* the timeline (tl_on): entries in replay order, ts in trace units and
+	 * names as string ids until build_timeline; tl_ar: per attribution
+	 * record, 1 + the index of its block's ADD entry (category pending) */
+	VEC(struct dsmt_tl_ev) tl;
+	VEC(uint64_t) tl_ar;
+	uint64_t tl_hp; /* pinned host bytes as last put in it */
 #define NATC 64
 	uint32_t natc[NATC][2];     /* native_class: stack -> class (direct-mapped) */
 #define CATMEMO 1024
@@ -1423,6 +1431,10 @@ static __attribute__((noinline)) void oom_freed(struct ctx *c, const struct dsmt
 	r->flags &= (uint8_t)~AR_OOM;
 }
 
+static void tl_block(struct ctx *c, uint64_t ts, unsigned dev1, uint32_t i, uint64_t size);
+static void tl_unblock(struct ctx *c, uint64_t ts, const struct dsmt_event *e, struct arec *r, uint32_t i,
+		       uint64_t size);
+
 static inline void attrib_free(struct ctx *c, uint64_t seq, const struct dsmt_event *e, struct dev *d,
 			       uint64_t size, uint32_t i)
 {
@@ -1437,6 +1449,8 @@ static inline void attrib_free(struct ctx *c, uint64_t seq, const struct dsmt_ev
 		attrib_freed_live(c, e, d, size, r);
 	if (__builtin_expect(r->flags & AR_OOM, 0))
 		oom_freed(c, e, r, size);
+	if (__builtin_expect(c->tl_on, 0))
+		tl_unblock(c, e->ts, e, r, i, size);
 	ar_release(c, i, size);
 }
 
@@ -1480,14 +1494,19 @@ static inline __attribute__((always_inline)) void replay_torch_dev(struct ctx *c
 			if (!c->dbl_alloc++)
 				c->dbl_alloc_seq = seq;
 			d->alloc -= h->v;
-			if (c->attrib)
+			if (c->attrib) {
+				if (c->tl_on)
+					tl_unblock(c, e->ts, e, &c->ar.v[h->aux], h->aux, h->v);
 				ar_release(c, h->aux, h->v);
+			}
 		}
 		h->v = e->size;
 		d->alloc += e->size;
 		if (c->attrib) {
 			attrib_thread_seen(c, seq, e);
 			h->aux = ar_new(c, seq, e);
+			if (__builtin_expect(c->tl_on, 0))
+				tl_block(c, e->ts, e->dev1, h->aux, e->size);
 		}
 		if (d->alloc > d->pk_alloc) {
 			d->pk_alloc = d->alloc;
@@ -1552,11 +1571,16 @@ static __attribute__((noinline)) void replay_torch_post(struct ctx *c, uint64_t 
 					c->dbl_alloc_seq = seq;
 				d->alloc -= h->v;
 			}
-			if (c->attrib)
+			if (c->attrib) {
+				if (c->tl_on)
+					tl_unblock(c, e->ts, e, &c->ar.v[h->aux], h->aux, h->v);
 				ar_release(c, h->aux, h->v);
+			}
 		}
 		h->v = e->size;
 		h->aux = c->attrib ? ar_new(c, seq, e) : (uint32_t)c->epoch;
+		if (c->tl_on)
+			tl_block(c, e->ts, e->dev1, h->aux, e->size);
 		d->alloc += e->size;
 		d->allocs++;
 	} else {
@@ -2200,6 +2224,89 @@ static void sample_add(struct ctx *c, const struct sample *in)
 
 static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e);
 
+/* ---- the timeline (--perfetto) ---------------------------------------- */
+
+static struct dsmt_tl_ev *tl_put(struct ctx *c, uint64_t ts, unsigned op, unsigned track, unsigned dev1,
+				 uint64_t v)
+{
+	struct dsmt_tl_ev *t = VPUSH(c->tl);
+	if (!t) {
+		c->nomem = 1;
+		return NULL;
+	}
+	*t = (struct dsmt_tl_ev){.ts_ns = ts, .v = v, .op = (uint8_t)op, .track = (uint8_t)track,
+				 .dev1 = (uint8_t)dev1};
+	return t;
+}
+
+/* After each event: the levels that changed */
+static __attribute__((noinline)) void tl_levels(struct ctx *c, uint64_t ts)
+{
+	for (unsigned i = 1; i <= c->maxdev1; i++) {
+		struct dev *d = c->dev[i];
+		if (!d)
+			continue;
+		const uint64_t v[4] = {d->alloc, d->res, d->dlev, d->imported};
+		for (unsigned k = 0; k < 4; k++)
+			if (v[k] != d->tl_last[k]) {
+				d->tl_last[k] = v[k];
+				tl_put(c, ts, DSMT_TL_SET, DSMT_TL_ALLOCATED + k, i, v[k]);
+			}
+	}
+	if (c->hp != c->tl_hp) {
+		c->tl_hp = c->hp;
+		tl_put(c, ts, DSMT_TL_SET, DSMT_TL_PINNED, 0, c->hp);
+	}
+}
+
+/* A tensor block of attribution record i allocated: its ADD (category
+ * decided at its free, or at the end) */
+static void tl_block(struct ctx *c, uint64_t ts, unsigned dev1, uint32_t i, uint64_t size)
+{
+	if (!i || vec_grow((void **)&c->tl_ar.v, &c->tl_ar.cap, (size_t)i + 1, sizeof(*c->tl_ar.v))) {
+		if (i)
+			c->nomem = 1;
+		tl_put(c, ts, DSMT_TL_ADD, DSMT_TL_CAT0 + DSMT_CAT_OTHER, dev1, size);
+		return;
+	}
+	while (c->tl_ar.n <= i)
+		c->tl_ar.v[c->tl_ar.n++] = 0;
+	if (tl_put(c, ts, DSMT_TL_ADD, 0xff, dev1, size))
+		c->tl_ar.v[i] = c->tl.n;
+}
+
+/* Block r (record i, size bytes) leaves (freed, or replaced): its category
+ * now, for its ADD and this SUB */
+static void tl_unblock(struct ctx *c, uint64_t ts, const struct dsmt_event *e, struct arec *r, uint32_t i,
+		       uint64_t size)
+{
+	unsigned cat = DSMT_CAT_OTHER;
+	if (i && i < c->tl_ar.n && c->tl_ar.v[i]) {
+		const struct thread *t = &c->thr.v[e->tidx];
+		unsigned ph_free = phase_of(c, c->ph, e->pystack, t, t->nvk, c->bw_seen, c->cur_fwd), ph;
+		cat = ar_category(c, r, size, ph_free, &ph);
+		c->tl.v[c->tl_ar.v[i] - 1].track = (uint8_t)(DSMT_TL_CAT0 + cat);
+		c->tl_ar.v[i] = 0;
+	}
+	tl_put(c, ts, DSMT_TL_SUB, DSMT_TL_CAT0 + cat, r->dev1, size);
+}
+
+/* An NVTX event on the timeline (id: domain or range id) */
+static void tl_nvtx(struct ctx *c, const struct dsmt_event *e, unsigned op, uint64_t id)
+{
+	struct dsmt_tl_ev *t = tl_put(c, e->ts, op, 0, 0, op == DSMT_TL_POP || op == DSMT_TL_END ? 0 : e->x);
+	if (t) {
+		t->id = id;
+		t->thread = e->tidx;
+	}
+}
+
+/* A block without a record (a cudaMallocAsync tensor: `other`) */
+static void tl_other(struct ctx *c, uint64_t ts, unsigned dev1, uint64_t size, int add)
+{
+	tl_put(c, ts, add ? DSMT_TL_ADD : DSMT_TL_SUB, DSMT_TL_CAT0 + DSMT_CAT_OTHER, dev1, size);
+}
+
 /* Replay one event, in seq order. */
 static inline __attribute__((always_inline)) void replay(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
 {
@@ -2210,6 +2317,8 @@ static inline __attribute__((always_inline)) void replay(struct ctx *c, uint64_t
 		replay_torch(c, seq, e);
 	else
 		replay_other(c, seq, e);
+	if (__builtin_expect(c->tl_on, 0))
+		tl_levels(c, e->ts);
 }
 
 /* A runtime ALLOC: torch segments (reserved) */
@@ -2232,8 +2341,11 @@ static void replay_rt_alloc(struct ctx *c, uint64_t seq, const struct dsmt_event
 		struct dev *od = c->dev[h->aux & 0xff];
 		if (od) {
 			od->res -= h->v;
-			if ((h->aux >> 17) & 1)
+			if ((h->aux >> 17) & 1) {
 				od->alloc -= h->v;
+				if (c->tl_on)
+					tl_other(c, e->ts, h->aux & 0xff, h->v, 0);
+			}
 		}
 	}
 	h->v = e->size;
@@ -2251,6 +2363,8 @@ static void replay_rt_alloc(struct ctx *c, uint64_t seq, const struct dsmt_event
 		if (tensor) {
 			d->alloc += e->size;
 			d->allocs++;
+			if (c->tl_on)
+				tl_other(c, e->ts, e->dev1, e->size, 1);
 			if (d->alloc > d->pk_alloc) {
 				d->pk_alloc = d->alloc;
 				if (c->attrib) /* no record: its bytes are `other` */
@@ -2271,6 +2385,8 @@ static void replay_rt_free(struct ctx *c, uint64_t seq, const struct dsmt_event 
 				if ((old.aux >> 17) & 1) {
 					d->alloc -= old.v;
 					d->frees++;
+					if (c->tl_on)
+						tl_other(c, e->ts, old.aux & 0xff, old.v, 0);
 				}
 			}
 		}
@@ -2378,6 +2494,8 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 	case DSMT_REC_OOM:
 		c->ooms++;
 		oom_report(c, seq, e);
+		if (c->tl_on)
+			tl_put(c, e->ts, DSMT_TL_OOM, 0, e->dev1, e->size);
 		break;
 	case DSMT_REC_LOST:
 		c->lost += e->size;
@@ -2452,6 +2570,8 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 		struct thread *t = &c->thr.v[e->tidx];
 		unsigned k = name_class(c, e->x);
 		s->v[s->n++] = (struct nvtx_ent){e->x, seq, e->ts, t->nvk, t->nvtop};
+		if (c->tl_on)
+			tl_nvtx(c, e, DSMT_TL_PUSH, e->ptr);
 		unsigned ph = 0; /* the process-wide phase from here (attribution) */
 		if ((k & (NC_FWD | NC_BWD)) && is_main_thread(c, e->tidx)) {
 			if (k & NC_FWD) { /* a possible step boundary */
@@ -2494,6 +2614,8 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 			break;
 		}
 		struct nvtx_ent top = s->v[--s->n];
+		if (c->tl_on)
+			tl_nvtx(c, e, DSMT_TL_POP, e->ptr);
 		unsigned k = name_class(c, top.name);
 		if (k & NC_MARKER)
 			end_range(c, top.seq, top.ts, seq, e->ts);
@@ -2509,6 +2631,8 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 		break;
 	}
 	case DSMT_REC_NVTX_START:
+		if (c->tl_on)
+			tl_nvtx(c, e, DSMT_TL_START, e->size);
 		if (name_matches(c, e->x)) {
 			int cr;
 			struct dsmt_hent *a = dsmt_hmap_put(&c->open_seq, e->size, &cr);
@@ -2525,6 +2649,8 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 		}
 		break;
 	case DSMT_REC_NVTX_END: {
+		if (c->tl_on)
+			tl_nvtx(c, e, DSMT_TL_END, e->size);
 		struct dsmt_hent a, b;
 		if (dsmt_hmap_del(&c->open_seq, e->size, &a) && dsmt_hmap_del(&c->open_ts, e->size, &b)) {
 			end_range(c, a.v, b.v, seq, e->ts);
@@ -2534,6 +2660,8 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 		break;
 	}
 	case DSMT_REC_NVTX_MARK:
+		if (c->tl_on)
+			tl_nvtx(c, e, DSMT_TL_MARK, 0);
 		if (name_matches(c, e->x)) {
 			close_segment(c, seq, e->ts);
 			struct mark *m = VPUSH(c->marks);
@@ -3758,6 +3886,8 @@ static void replay_reset(struct ctx *c)
 		}
 	}
 	free(c->ar.v);
+	free(c->tl.v);
+	free(c->tl_ar.v);
 	free(c->nvn.v);
 	dsmt_hmap_free(&c->pyev);
 	dsmt_hmap_free(&c->natcls);
@@ -4640,6 +4770,90 @@ static int build_driver(struct ctx *c, struct dsmt_process *out)
 	return 0;
 }
 
+/* The timeline handed over: the categories of blocks live at the end
+ * (decided by the last interval's close), NVML and HOST samples, times in
+ * wall-clock ns, NVTX names as strings, the threads. */
+static int build_timeline(struct ctx *c, struct dsmt_process *out)
+{
+	uint64_t t0 = u64_meta(c, "start_realtime_ns", 0);
+	uint64_t unit = u64_meta(c, "ts_unit_ns", DSMT_TS_UNIT_NS);
+	for (unsigned dv = 1; dv <= c->maxdev1; dv++) {
+		struct dev *d = c->dev[dv];
+		size_t it = 0;
+		struct dsmt_hent *h;
+		while (d && (h = dsmt_hmap_next(&d->tens, &it))) {
+			uint32_t i = h->aux;
+			if (!i || i >= c->tl_ar.n || !c->tl_ar.v[i])
+				continue;
+			struct arec *r = &c->ar.v[i];
+			unsigned ph, cat = (r->flags & AR_CAT) ? r->cat : ar_category(c, r, h->v, DSMT_PH_NONE, &ph);
+			c->tl.v[c->tl_ar.v[i] - 1].track = (uint8_t)(DSMT_TL_CAT0 + cat);
+		}
+	}
+	for (size_t i = 0; i < c->samples.n; i++) {
+		const struct sample *sm = &c->samples.v[i];
+		if ((sm->flags & DSMT_SAMPLE_PROC) && sm->dev1 && sm->dev1 <= DEV1_MAX)
+			tl_put(c, sm->ts, DSMT_TL_SET, DSMT_TL_NVML, sm->dev1, sm->proc_used);
+	}
+	for (size_t i = 0; i < c->hosts.n; i++) /* (sorted by host_process) */
+		tl_put(c, c->hosts.v[i].ts, DSMT_TL_SET, DSMT_TL_RSS, 0, c->hosts.v[i].rss);
+	if (c->nomem)
+		return -1;
+	struct dsmt_hmap names;
+	dsmt_hmap_init(&names);
+	int rc = 0;
+	for (size_t i = 0; i < c->tl.n && !rc; i++) {
+		struct dsmt_tl_ev *t = &c->tl.v[i];
+		t->ts_ns = t0 + t->ts_ns * unit;
+		if (t->track == 0xff)
+			t->track = DSMT_TL_CAT0 + DSMT_CAT_OTHER; /* (not reached) */
+		if (t->op != DSMT_TL_PUSH && t->op != DSMT_TL_START && t->op != DSMT_TL_MARK)
+			continue;
+		const char *nm = str_get(c, t->v, NULL);
+		if (!nm) {
+			t->v = DSMT_TL_NONAME;
+			continue;
+		}
+		int created;
+		struct dsmt_hent *h = dsmt_hmap_put(&names, t->v, &created);
+		if (!h) {
+			rc = -1;
+			break;
+		}
+		if (created) {
+			char **nv = realloc(out->tl_names, (out->ntl_names + 1) * sizeof(*nv));
+			if (!nv || !(nv[out->ntl_names] = strdup(nm))) {
+				if (nv)
+					out->tl_names = nv;
+				rc = -1;
+				break;
+			}
+			out->tl_names = nv;
+			h->v = out->ntl_names++;
+		}
+		t->v = h->v;
+	}
+	dsmt_hmap_free(&names);
+	if (rc)
+		return -1;
+	out->tl_tids = calloc(c->thr.n ? c->thr.n : 1, sizeof(*out->tl_tids));
+	out->tl_tnames = calloc(c->thr.n ? c->thr.n : 1, sizeof(*out->tl_tnames));
+	if (!out->tl_tids || !out->tl_tnames)
+		return -1;
+	out->ntl_threads = c->thr.n;
+	for (size_t i = 0; i < c->thr.n; i++) {
+		out->tl_tids[i] = c->thr.v[i].tid;
+		if (c->thr.v[i].name && !(out->tl_tnames[i] = strdup(c->thr.v[i].name)))
+			return -1;
+	}
+	out->tl = c->tl.v;
+	out->ntl = c->tl.n;
+	c->tl.v = NULL;
+	c->tl.n = c->tl.cap = 0;
+	out->tl_end_ns = t0 + c->last_ts * unit;
+	return 0;
+}
+
 static int ctx_defs(struct ctx *c)
 {
 	c->collect_defs = 1;
@@ -4677,7 +4891,8 @@ int dsmt_decode_file(const char *path, const struct dsmt_opts *o, struct dsmt_pr
 	c->ignore_totals = o->ignore_totals;
 	c->top = o->top > 0 ? o->top : 0;
 	c->pblk = o->peak_blocks;
-	c->attrib = o->attrib || c->top || c->pblk;
+	c->attrib = o->attrib || c->top || c->pblk || o->timeline;
+	c->tl_on = o->timeline;
 	replay_reset(c);
 
 	int code = DSMT_EXIT_OK;
@@ -4780,7 +4995,8 @@ int dsmt_decode_file(const char *path, const struct dsmt_opts *o, struct dsmt_pr
 	out->attrib = c->attrib;
 	out->top = c->top;
 	out->peak_blocks = c->pblk;
-	if (build_rows(c, out) || build_driver(c, out) || (c->attrib && render_sites(c, out))) {
+	if (build_rows(c, out) || build_driver(c, out) || (c->attrib && render_sites(c, out)) ||
+	    (c->tl_on && build_timeline(c, out))) {
 		msg(c, "out of memory");
 		code = DSMT_EXIT_BAD;
 		goto done;
@@ -4825,6 +5041,14 @@ void dsmt_process_free(struct dsmt_process *p)
 	free(p->sources);
 	free(p->bk);
 	free(p->oom);
+	free(p->tl);
+	for (size_t i = 0; i < p->ntl_names; i++)
+		free(p->tl_names[i]);
+	free(p->tl_names);
+	for (size_t i = 0; i < p->ntl_threads; i++)
+		free(p->tl_tnames[i]);
+	free(p->tl_tnames);
+	free(p->tl_tids);
 	memset(p, 0, sizeof(*p));
 }
 

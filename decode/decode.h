@@ -21,6 +21,11 @@ struct dsmt_opts {
 	int attrib;          /* attribute every byte (categories, phases): the JSON report's breakdowns */
 	int top;             /* > 0: the `top` largest groups of live bytes at each step's peak, by site */
 	int peak_blocks;     /* list every tensor block live at each interval's peak (validation) */
+	int timeline;        /* keep the run as a timeline (dsmt_process.tl: --perfetto); needs attrib */
+	/* called after each data frame with the compressed bytes read and the
+	 * file's size (progress on a terminal); NULL: none */
+	void (*progress)(void *arg, const char *file, uint64_t done, uint64_t total);
+	void *progress_arg;
 };
 
 /* Attribution (decode/attrib.h has the rules): categories in report order,
@@ -142,6 +147,34 @@ struct dsmt_breakdown {
 	struct dsmt_bk rbk;   /* allocated categories + cached */
 };
 
+/* The timeline (dsmt_opts.timeline): in replay order, every change of a
+ * level (SET: its new value), every tensor block of a category (ADD at its
+ * allocation, SUB at its free; the category the block gets at its free, or
+ * at the end of the run while live), NVTX ranges, marks and OOMs. */
+enum dsmt_tl_track {
+	DSMT_TL_ALLOCATED, DSMT_TL_RESERVED, DSMT_TL_DEVICE, DSMT_TL_IMPORTED, /* per device */
+	DSMT_TL_NVML,     /* per device: NVML's process used memory (SAMPLE records) */
+	DSMT_TL_PINNED,   /* process-wide: pinned host memory */
+	DSMT_TL_RSS,      /* process-wide: resident set (HOST records) */
+	DSMT_TL_NLEVEL,
+	DSMT_TL_CAT0 = 16, /* + category (0 .. DSMT_BK_NCAT - 2): allocated bytes of the category */
+};
+enum dsmt_tl_op {
+	DSMT_TL_SET, DSMT_TL_ADD, DSMT_TL_SUB, /* counters (track, dev1: device + 1, 0 process-wide) */
+	DSMT_TL_PUSH, DSMT_TL_POP,             /* NVTX push/pop on thread `thread`, domain `id`; v: name */
+	DSMT_TL_START, DSMT_TL_END,            /* NVTX start/end of range `id`; START's v: name */
+	DSMT_TL_MARK,                          /* NVTX mark; v: name */
+	DSMT_TL_OOM,                           /* out of memory on dev1; v: the requested size */
+};
+#define DSMT_TL_NONAME UINT64_MAX /* v of a PUSH/START/MARK whose name is unknown */
+struct dsmt_tl_ev {
+	uint64_t ts_ns; /* CLOCK_REALTIME */
+	uint64_t v;     /* SET: value; ADD/SUB/OOM: bytes; PUSH/START/MARK: index into tl_names */
+	uint64_t id;    /* PUSH/POP: NVTX domain; START/END: range id */
+	uint32_t thread; /* index into tl_tids / tl_tnames */
+	uint8_t op, track, dev1;
+};
+
 #define DSMT_DRV_OPS 128 /* op counters: index = op (1..126); 127 = unknown larger op */
 /* "alloc", "map", ... for an op of format.h's enum dsmt_drv_op, else NULL */
 const char *dsmt_drv_op_name(unsigned op);
@@ -177,6 +210,15 @@ struct dsmt_process {
 	 * (phase_rss_n[ph] samples; index: DSMT_PH_*) */
 	uint64_t host_samples, host_peak_rss, host_peak_vsz;
 	uint64_t phase_rss[DSMT_BK_NPHASE], phase_rss_n[DSMT_BK_NPHASE];
+	/* the timeline (dsmt_opts.timeline; else empty) */
+	struct dsmt_tl_ev *tl;
+	size_t ntl;
+	char **tl_names; /* NVTX names */
+	size_t ntl_names;
+	uint64_t *tl_tids; /* threads: tid and name (NULL: none) */
+	char **tl_tnames;
+	size_t ntl_threads;
+	uint64_t tl_end_ns; /* the last event's time */
 };
 
 /* An out-of-memory event (OOM record): when, where, what was asked for, the
@@ -207,6 +249,9 @@ int dsmt_dump_file(const char *path, FILE *out, FILE *err);
  * without a run id, then without a rank, come first; ties keep their order. */
 void dsmt_sort_processes(struct dsmt_process *ps, size_t n);
 
+/* s as a JSON string ("null" for NULL) */
+void dsmt_json_str(FILE *f, const char *s);
+
 /* Reports over decoded processes. */
 void dsmt_write_json(FILE *f, const struct dsmt_process *ps, size_t n);
 void dsmt_write_table(FILE *f, const struct dsmt_process *ps, size_t n);
@@ -225,5 +270,9 @@ void dsmt_cmdline_tokens(const struct dsmt_process *p, long *mbs, long *seq);
 /* --what-if SPEC (whatif.c): projection to another micro-batch/seq; returns
  * an exit code (usage for a bad SPEC, bad when no run can be used) */
 int dsmt_write_whatif(FILE *f, const struct dsmt_process *ps, size_t n, const char *spec, int json, FILE *err);
+/* --perfetto: Chrome trace-event JSON of the processes' timelines (decoded
+ * with dsmt_opts.timeline): counters per level and category, NVTX ranges as
+ * slices per thread, OOMs and interval starts as instants. */
+int dsmt_write_perfetto(FILE *f, const struct dsmt_process *ps, size_t n); /* -1: out of memory */
 
 #endif

@@ -3,6 +3,7 @@
  *   0 ok (a truncated trace still decodes: warning on stderr)
  *   1 usage error
  *   2 bad or damaged input (partial results are still printed) */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,10 @@ static void usage(FILE *f)
 	      "                         micro-batch and sequence length from one or two measured\n"
 	      "                         runs (their command lines give theirs); prints its\n"
 	      "                         assumptions (table or json)\n"
+	      "  --perfetto FILE        also write the run as a Chrome trace-event JSON file that\n"
+	      "                         Perfetto (ui.perfetto.dev) and chrome://tracing open: counter\n"
+	      "                         tracks per device level and category, NVTX ranges as slices\n"
+	      "                         per thread, OOMs and step starts as instants\n"
 	      "  -o, --output FILE      write the report to FILE instead of stdout\n"
 	      "  -v, --verbose          more diagnostics on stderr\n"
 	      "  -h, --help             this text\n"
@@ -52,7 +57,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	enum { O_DUMP = 256, O_PERSTEP, O_STEPRE, O_IGNTOT, O_VERSION, O_GRADACC, O_BREAKDOWN, O_TOP, O_PEAKBLK, O_SUMMARY, O_WHATIF };
+	enum { O_DUMP = 256, O_PERSTEP, O_STEPRE, O_IGNTOT, O_VERSION, O_GRADACC, O_BREAKDOWN, O_TOP, O_PEAKBLK, O_SUMMARY, O_WHATIF, O_PERFETTO };
 	static const struct option lo[] = {
 		{"dump", no_argument, NULL, O_DUMP},
 		{"per-step", no_argument, NULL, O_PERSTEP},
@@ -65,6 +70,7 @@ int main(int argc, char **argv)
 		{"peak-blocks", no_argument, NULL, O_PEAKBLK},
 		{"summary", no_argument, NULL, O_SUMMARY},
 		{"what-if", required_argument, NULL, O_WHATIF},
+		{"perfetto", required_argument, NULL, O_PERFETTO},
 		{"output", required_argument, NULL, 'o'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -72,7 +78,7 @@ int main(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	struct dsmt_opts o = {.step_re = DSMT_DEFAULT_STEP_RE};
-	const char *fmt = "table", *outpath = NULL, *whatif = NULL;
+	const char *fmt = "table", *outpath = NULL, *whatif = NULL, *perfetto = NULL;
 	int dump = 0, c, breakdown = 0, summary = 0;
 	while ((c = getopt_long(argc, argv, "f:o:vh", lo, NULL)) != -1) {
 		switch (c) {
@@ -96,6 +102,7 @@ int main(int argc, char **argv)
 		case O_PEAKBLK: o.peak_blocks = 1; break;
 		case O_SUMMARY: summary = 1; break;
 		case O_WHATIF: whatif = optarg; break;
+		case O_PERFETTO: perfetto = optarg; break;
 		case O_TOP: {
 			char *e;
 			long x = strtol(optarg, &e, 10);
@@ -134,9 +141,18 @@ int main(int argc, char **argv)
 	}
 	/* attribution: what the JSON report and the table's --breakdown show */
 	o.attrib = !strcmp(fmt, "json") || breakdown || o.top || summary || whatif; /* summary, what-if: breakdowns */
-	FILE *out = stdout;
+	o.timeline = perfetto != NULL;
+	if (perfetto && dump) {
+		fputs("dsmemdecode: --perfetto needs a decode, not --dump\n", stderr);
+		return DSMT_EXIT_USAGE;
+	}
+	FILE *out = stdout, *pf = NULL;
 	if (outpath && !(out = fopen(outpath, "w"))) {
 		perror(outpath);
+		return DSMT_EXIT_USAGE;
+	}
+	if (perfetto && !(pf = fopen(perfetto, "w"))) {
+		fprintf(stderr, "dsmemdecode: --perfetto %s: %s\n", perfetto, strerror(errno));
 		return DSMT_EXIT_USAGE;
 	}
 	int code = DSMT_EXIT_OK;
@@ -182,6 +198,10 @@ int main(int argc, char **argv)
 				if (breakdown)
 					dsmt_write_breakdown(out, ps, n);
 			}
+			if (pf && dsmt_write_perfetto(pf, ps, n)) {
+				fprintf(stderr, "dsmemdecode: --perfetto %s: out of memory\n", perfetto);
+				code = DSMT_EXIT_BAD;
+			}
 		}
 		for (size_t i = 0; i < n; i++)
 			dsmt_process_free(&ps[i]);
@@ -189,6 +209,10 @@ int main(int argc, char **argv)
 	}
 	if (fflush(out) || (out != stdout && fclose(out))) {
 		perror(outpath ? outpath : "stdout");
+		return DSMT_EXIT_BAD;
+	}
+	if (pf && fclose(pf)) {
+		fprintf(stderr, "dsmemdecode: --perfetto %s: %s\n", perfetto, strerror(errno));
 		return DSMT_EXIT_BAD;
 	}
 	return code;

@@ -6,7 +6,7 @@
 
 #include "decode.h"
 
-static void json_str(FILE *f, const char *s)
+void dsmt_json_str(FILE *f, const char *s)
 {
 	if (!s) {
 		fputs("null", f);
@@ -96,7 +96,7 @@ static void json_strs(FILE *f, char *const *v, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		if (i)
 			fputs(", ", f);
-		json_str(f, v[i]);
+		dsmt_json_str(f, v[i]);
 	}
 	fputc(']', f);
 }
@@ -126,7 +126,7 @@ static void json_row_attrib(FILE *f, const struct dsmt_process *p, const struct 
 	fputs(",\n       \"end_breakdown\": ", f);
 	json_bk(f, &r->end_bk);
 	fputs(",\n       \"peak_phase\": {\"phase\": ", f);
-	json_str(f, dsmt_phase_name(r->peak_phase));
+	dsmt_json_str(f, dsmt_phase_name(r->peak_phase));
 	fprintf(f, ", \"ts_ns\": %" PRIu64 ", \"nvtx\": ", r->peak_ts_ns);
 	json_strs(f, r->peak_nvtx, r->npeak_nvtx);
 	fputc('}', f);
@@ -308,7 +308,7 @@ static void json_driver(FILE *f, const struct dsmt_process *p)
 		fputs(", \"reason\": ", f);
 		json_name_or_num(f, reason_json(s->reason), s->reason);
 		fputs(", \"name\": ", f);
-		json_str(f, s->name);
+		dsmt_json_str(f, s->name);
 		fputc('}', f);
 	}
 	fputs("],\n      \"events\": {", f);
@@ -487,9 +487,9 @@ void dsmt_write_json(FILE *f, const struct dsmt_process *ps, size_t n)
 		const struct dsmt_process *p = &ps[i];
 		fputs(i ? ",\n    {" : "\n    {", f);
 		fputs("\"file\": ", f);
-		json_str(f, p->file);
+		dsmt_json_str(f, p->file);
 		fputs(", \"host\": ", f);
-		json_str(f, dsmt_meta_get(p, "host"));
+		dsmt_json_str(f, dsmt_meta_get(p, "host"));
 		fputs(", \"pid\": ", f);
 		json_int_meta(f, p, "pid");
 		fputs(", \"rank\": ", f);
@@ -497,7 +497,7 @@ void dsmt_write_json(FILE *f, const struct dsmt_process *ps, size_t n)
 		fputs(", \"world_size\": ", f);
 		json_int_meta(f, p, "world_size");
 		fputs(", \"run_id\": ", f);
-		json_str(f, dsmt_meta_get(p, "run_id"));
+		dsmt_json_str(f, dsmt_meta_get(p, "run_id"));
 		fprintf(f, ",\n     \"truncated\": %s, \"damaged\": %s, \"events\": %" PRIu64 ", \"ooms\": %" PRIu64
 			   ", \"lost_events\": %" PRIu64 ", \"missing_events\": %" PRIu64 ",\n",
 			p->truncated ? "true" : "false", p->damaged ? "true" : "false", p->events, p->ooms,
