@@ -249,6 +249,9 @@ int dsmt_dump_file(const char *path, FILE *out, FILE *err);
  * without a run id, then without a rank, come first; ties keep their order. */
 void dsmt_sort_processes(struct dsmt_process *ps, size_t n);
 
+/* An interval's label as the table prints it: init, 1, 2, ..., eval1, ...,
+ * tail, with a `*` when it overlaps a pause in tracing */
+const char *dsmt_row_label(const struct dsmt_row *r, char *buf, size_t n);
 /* s as a JSON string ("null" for NULL) */
 void dsmt_json_str(FILE *f, const char *s);
 
@@ -273,6 +276,13 @@ int dsmt_write_whatif(FILE *f, const struct dsmt_process *ps, size_t n, const ch
 /* --perfetto: Chrome trace-event JSON of the processes' timelines (decoded
  * with dsmt_opts.timeline): counters per level and category, NVTX ranges as
  * slices per thread, OOMs and interval starts as instants. */
+/* dsmemdecode diff: the runs a[0..na) and b[0..nb) (each sorted by rank,
+ * decoded with attribution and --top) compared rank by rank: per interval
+ * and device the levels of both and their difference, the categories at
+ * each side's MaxMemAllocated peak, the sites there that appear, grow,
+ * shrink or go (`top` of them); table, or JSON (dsmemdecode-diff/1). */
+void dsmt_write_diff(FILE *f, const struct dsmt_process *a, size_t na, const struct dsmt_process *b, size_t nb,
+		     int json, int top);
 int dsmt_write_perfetto(FILE *f, const struct dsmt_process *ps, size_t n); /* -1: out of memory */
 
 #endif

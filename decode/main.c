@@ -9,12 +9,134 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dirent.h>
+#include <sys/stat.h>
+
 #include "decode.h"
 #include "format.h"
+
+/* Decode paths[0..n) into *ps (the ones that decoded, perhaps partly, sorted
+ * by run and rank); the worst exit code into *code. */
+static size_t decode_all(char *const *paths, size_t n, const struct dsmt_opts *o, struct dsmt_process **ps, int *code)
+{
+	*ps = calloc(n ? n : 1, sizeof(**ps));
+	if (!*ps) {
+		fputs("dsmemdecode: out of memory\n", stderr);
+		*code = DSMT_EXIT_BAD;
+		return 0;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		int r = dsmt_decode_file(paths[i], o, &(*ps)[k], stderr);
+		if (r == DSMT_EXIT_USAGE) { /* bad regex: same for every file */
+			*code = r;
+			break;
+		}
+		if (r > *code)
+			*code = r;
+		if ((*ps)[k].rows || (*ps)[k].meta)
+			k++; /* decoded (perhaps partly) */
+	}
+	dsmt_sort_processes(*ps, k);
+	return k;
+}
+
+static void free_all(struct dsmt_process *ps, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dsmt_process_free(&ps[i]);
+	free(ps);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* A diff operand: a trace file, or a directory's dsmemtrace.*.zst files
+ * (sorted).  NULL with a message when a directory holds none. */
+static char **operand_files(const char *path, size_t *n)
+{
+	struct stat st;
+	char **v = NULL;
+	*n = 0;
+	if (stat(path, &st) || !S_ISDIR(st.st_mode)) { /* a file (the decoder says what is wrong with it) */
+		v = malloc(sizeof(*v));
+		if (v && (v[0] = strdup(path)))
+			*n = 1;
+		return v;
+	}
+	DIR *d = opendir(path);
+	if (!d) {
+		fprintf(stderr, "dsmemdecode: diff: %s: %s\n", path, strerror(errno));
+		return NULL;
+	}
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		size_t l = strlen(e->d_name);
+		if (strncmp(e->d_name, "dsmemtrace.", 11) || l < 15 || strcmp(e->d_name + l - 4, ".zst"))
+			continue;
+		char **nv = realloc(v, (*n + 1) * sizeof(*v));
+		size_t pl = strlen(path) + l + 2;
+		char *f = malloc(pl);
+		if (!nv || !f) {
+			free(f);
+			v = nv ? nv : v;
+			break;
+		}
+		v = nv;
+		snprintf(f, pl, "%s/%s", path, e->d_name);
+		v[(*n)++] = f;
+	}
+	closedir(d);
+	if (!*n)
+		fprintf(stderr, "dsmemdecode: diff: %s: no dsmemtrace.*.zst trace in this directory\n", path);
+	else
+		qsort(v, *n, sizeof(*v), cmp_str);
+	return v;
+}
+
+static void free_strs(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* dsmemdecode diff A B (after the options): the exit code */
+static int run_diff(char *const *ops, const struct dsmt_opts *o, FILE *out, int json, int top)
+{
+	char **files[2] = {NULL, NULL};
+	size_t nf[2] = {0, 0}, np[2] = {0, 0};
+	struct dsmt_process *ps[2] = {NULL, NULL};
+	int code = DSMT_EXIT_OK;
+	for (int s = 0; s < 2 && code == DSMT_EXIT_OK; s++) {
+		if (!(files[s] = operand_files(ops[s], &nf[s])) || !nf[s]) {
+			code = DSMT_EXIT_USAGE;
+			break;
+		}
+		np[s] = decode_all(files[s], nf[s], o, &ps[s], &code);
+		for (size_t i = 1; i < np[s] && code != DSMT_EXIT_USAGE; i++) {
+			const char *x = dsmt_meta_get(&ps[s][0], "run_id"), *y = dsmt_meta_get(&ps[s][i], "run_id");
+			if (!x != !y || (x && strcmp(x, y))) {
+				fprintf(stderr, "dsmemdecode: diff: %s holds traces of more than one run (%s, %s): give one run "
+						"per side\n", ops[s], x ? x : "(none)", y ? y : "(none)");
+				code = DSMT_EXIT_USAGE;
+			}
+		}
+		if (code == DSMT_EXIT_OK && !np[s])
+			code = DSMT_EXIT_BAD;
+	}
+	if (code != DSMT_EXIT_USAGE && np[0] && np[1])
+		dsmt_write_diff(out, ps[0], np[0], ps[1], np[1], json, top);
+	for (int s = 0; s < 2; s++) {
+		free_all(ps[s], np[s]);
+		free_strs(files[s], nf[s]);
+	}
+	return code;
+}
 
 static void usage(FILE *f)
 {
 	fputs("usage: dsmemdecode [options] TRACE...\n"
+	      "       dsmemdecode diff [options] A B\n"
 	      "Rebuild per-step GPU memory numbers from dsmemtrace traces (one file per process).\n"
 	      "\n"
 	      "  --per-step             per-step peak/end allocated and reserved bytes (default)\n"
@@ -47,6 +169,14 @@ static void usage(FILE *f)
 	      "                         tracks per device level and category, NVTX ranges as slices\n"
 	      "                         per thread, OOMs and step starts as instants\n"
 	      "  -o, --output FILE      write the report to FILE instead of stdout\n"
+	      "\n"
+	      "diff A B: compare two runs.  A and B are each a trace file, or a directory whose\n"
+	      "dsmemtrace.*.zst files are the ranks of one run.  Ranks pair up by rank (one\n"
+	      "process each side: those two); per interval and device the peak and end\n"
+	      "allocated/reserved (device) bytes of both and B - A, the categories at each\n"
+	      "side's MaxMemAllocated peak, and the sites there (matched by category and\n"
+	      "frames) that are new, grew, shrank or went.  --top N: sites shown (default 10);\n"
+	      "-f table or json (dsmemdecode-diff/1).\n"
 	      "  -v, --verbose          more diagnostics on stderr\n"
 	      "  -h, --help             this text\n"
 	      "      --version          decoder and format version\n"
@@ -78,6 +208,11 @@ int main(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	struct dsmt_opts o = {.step_re = DSMT_DEFAULT_STEP_RE};
+	const int diff = argc > 1 && !strcmp(argv[1], "diff");
+	if (diff) { /* dsmemdecode diff [options] A B */
+		argv++;
+		argc--;
+	}
 	const char *fmt = "table", *outpath = NULL, *whatif = NULL, *perfetto = NULL;
 	int dump = 0, c, breakdown = 0, summary = 0;
 	while ((c = getopt_long(argc, argv, "f:o:vh", lo, NULL)) != -1) {
@@ -135,6 +270,16 @@ int main(int argc, char **argv)
 		fputs("dsmemdecode: --summary and --what-if are separate reports: one at a time\n", stderr);
 		return DSMT_EXIT_USAGE;
 	}
+	if (diff && (dump || summary || whatif || perfetto || breakdown || o.peak_blocks || !strcmp(fmt, "csv"))) {
+		fputs("dsmemdecode: diff prints a table or json; --dump, --summary, --what-if, --perfetto, --breakdown,"
+		      " --peak-blocks and csv do not apply\n", stderr);
+		return DSMT_EXIT_USAGE;
+	}
+	if (diff && argc - optind != 2) {
+		fprintf(stderr, "dsmemdecode: diff wants two runs (A B: each a trace or a directory of rank traces), not %d "
+				"operand%s\n", argc - optind, argc - optind == 1 ? "" : "s");
+		return DSMT_EXIT_USAGE;
+	}
 	if (optind >= argc) {
 		usage(stderr);
 		return DSMT_EXIT_USAGE;
@@ -157,32 +302,21 @@ int main(int argc, char **argv)
 	}
 	int code = DSMT_EXIT_OK;
 	int nfiles = argc - optind;
-	if (dump) {
+	if (diff) {
+		int shown = o.top ? o.top : 10;
+		o.attrib = 1;
+		o.top = shown * 4 < 40 ? 40 : shown * 4 > 10000 ? 10000 : shown * 4; /* sites beyond the shown ones: matches */
+		code = run_diff(argv + optind, &o, out, !strcmp(fmt, "json"), shown);
+	} else if (dump) {
 		for (int i = 0; i < nfiles; i++) {
 			int r = dsmt_dump_file(argv[optind + i], out, stderr);
 			if (r > code)
 				code = r;
 		}
 	} else {
-		struct dsmt_process *ps = calloc((size_t)nfiles, sizeof(*ps));
-		if (!ps) {
-			fputs("dsmemdecode: out of memory\n", stderr);
-			return DSMT_EXIT_BAD;
-		}
-		size_t n = 0;
-		for (int i = 0; i < nfiles; i++) {
-			int r = dsmt_decode_file(argv[optind + i], &o, &ps[n], stderr);
-			if (r == DSMT_EXIT_USAGE) { /* bad regex: same for every file */
-				code = r;
-				break;
-			}
-			if (r > code)
-				code = r;
-			if (ps[n].rows || ps[n].meta)
-				n++; /* decoded (perhaps partly) */
-		}
+		struct dsmt_process *ps;
+		size_t n = decode_all(argv + optind, (size_t)nfiles, &o, &ps, &code);
 		if (code != DSMT_EXIT_USAGE) {
-			dsmt_sort_processes(ps, n);
 			if (whatif) {
 				int r = dsmt_write_whatif(out, ps, n, whatif, !strcmp(fmt, "json"), stderr);
 				if (r > code)
@@ -203,9 +337,7 @@ int main(int argc, char **argv)
 				code = DSMT_EXIT_BAD;
 			}
 		}
-		for (size_t i = 0; i < n; i++)
-			dsmt_process_free(&ps[i]);
-		free(ps);
+		free_all(ps, n);
 	}
 	if (fflush(out) || (out != stdout && fclose(out))) {
 		perror(outpath ? outpath : "stdout");

@@ -525,7 +525,7 @@ void dsmt_write_json(FILE *f, const struct dsmt_process *ps, size_t n)
 
 /* init, 1, 2, ..., eval1, ..., tail; a `*` after an interval that overlaps
  * a pause in tracing */
-static const char *step_label(const struct dsmt_row *r, char *buf, size_t n)
+const char *dsmt_row_label(const struct dsmt_row *r, char *buf, size_t n)
 {
 	const char *star = r->paused ? "*" : "";
 	switch (r->kind) {
@@ -609,7 +609,7 @@ void dsmt_write_table(FILE *f, const struct dsmt_process *ps, size_t n)
 		for (size_t r = 0; r < p->nrows; r++) {
 			const struct dsmt_row *x = &p->rows[r];
 			char sb[16];
-			snprintf(cells[r][0], 32, "%s", step_label(x, sb, sizeof(sb)));
+			snprintf(cells[r][0], 32, "%s", dsmt_row_label(x, sb, sizeof(sb)));
 			snprintf(cells[r][1], 32, "%d", x->device);
 			snprintf(cells[r][2], 32, "%" PRIu64, x->peak_alloc);
 			snprintf(cells[r][3], 32, "%" PRIu64, x->end_alloc);
@@ -684,7 +684,7 @@ void dsmt_write_csv(FILE *f, const struct dsmt_process *ps, size_t n)
 			fprintf(f,
 				",%s,%d,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
 				",%" PRIu64 ",%" PRIu64,
-				step_label(x, sb, sizeof(sb)), x->device, x->start_ns, x->end_ns, x->peak_alloc,
+				dsmt_row_label(x, sb, sizeof(sb)), x->device, x->start_ns, x->end_ns, x->peak_alloc,
 				x->end_alloc, x->peak_res, x->end_res, x->allocs, x->frees);
 			if (drv && p->has_drv)
 				fprintf(f, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64, x->peak_dev, x->end_dev,
@@ -723,7 +723,7 @@ void dsmt_write_breakdown(FILE *f, const struct dsmt_process *ps, size_t n)
 			const struct dsmt_row *x = &p->rows[r];
 			char sb[16];
 			const char *ph = dsmt_phase_name(x->peak_phase);
-			snprintf(cells[r][0], 24, "%s", step_label(x, sb, sizeof(sb)));
+			snprintf(cells[r][0], 24, "%s", dsmt_row_label(x, sb, sizeof(sb)));
 			snprintf(cells[r][1], 24, "%d", x->device);
 			snprintf(cells[r][2], 24, "%s", ph ? ph : "-");
 			for (int k = 0; k < DSMT_BK_NCAT; k++)
@@ -746,7 +746,7 @@ void dsmt_write_breakdown(FILE *f, const struct dsmt_process *ps, size_t n)
 			char sb[16];
 			if (!x->ntop)
 				continue;
-			fprintf(f, "top sites at the peak of %s, device %d:\n", step_label(x, sb, sizeof(sb)), x->device);
+			fprintf(f, "top sites at the peak of %s, device %d:\n", dsmt_row_label(x, sb, sizeof(sb)), x->device);
 			for (size_t t = 0; t < x->ntop; t++) {
 				const struct dsmt_top *e = &x->top[t];
 				fprintf(f, "  %12" PRIu64 " bytes %6" PRIu64 " blocks  %-19s", e->bytes, e->count,
