@@ -3816,7 +3816,18 @@ static int walk(struct ctx *c, const uint8_t *buf, size_t len, unsigned fidx)
 }
 
 /* Run one pass over the whole file.  Sets c->status / c->stopmsg. */
+static void run_pass_(struct ctx *c, int mode);
+
+/* A pass over the file; the progress callback hears of its end (whatever
+ * stopped it: the decoder's messages follow) */
 static void run_pass(struct ctx *c, int mode)
+{
+	run_pass_(c, mode);
+	if (mode == PASS_REPLAY && c->o && c->o->progress)
+		c->o->progress(c->o->progress_arg, c->path, c->rd.size, c->rd.size);
+}
+
+static void run_pass_(struct ctx *c, int mode)
 {
 	c->mode = mode;
 	c->status = DSMT_NEXT_END;
@@ -3842,6 +3853,8 @@ static void run_pass(struct ctx *c, int mode)
 			}
 			if (c->nomem)
 				return;
+			if (mode == PASS_REPLAY && c->o && c->o->progress)
+				c->o->progress(c->o->progress_arg, c->path, c->rd.off, c->rd.size);
 			continue;
 		}
 		c->status = r;

@@ -11,9 +11,66 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "decode.h"
 #include "format.h"
+
+/* Progress on stderr while decoding, only when stderr is a terminal and the
+ * decode has run DSMEMDECODE_PROGRESS_DELAY_MS (default 1000): a line
+ * rewritten in place at most every 200 ms, cleared before anything else is
+ * printed (the decoder's messages come after each file's last frame). */
+static struct {
+	int on;
+	double start, delay, last;
+	int shown;
+	size_t file, nfiles;
+} prog;
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void progress_init(void)
+{
+	const char *d = getenv("DSMEMDECODE_PROGRESS_DELAY_MS");
+	char *e;
+	long ms = d && *d ? strtol(d, &e, 10) : 1000;
+	if (d && *d && (*e || ms < 0))
+		ms = 1000;
+	prog.on = isatty(2);
+	prog.delay = (double)ms / 1000.0;
+	prog.start = now_s();
+}
+
+static void progress_clear(void)
+{
+	if (prog.shown)
+		fputs("\r\033[K", stderr);
+	prog.shown = 0;
+}
+
+static void progress(void *arg, const char *file, uint64_t done, uint64_t total)
+{
+	(void)arg;
+	if (done >= total) { /* the file's last frame: its messages follow */
+		progress_clear();
+		return;
+	}
+	double t = now_s();
+	if (t - prog.start < prog.delay || (prog.shown && t - prog.last < 0.2))
+		return;
+	fprintf(stderr, "\rdsmemdecode: %s: %3d%%", file, (int)(100.0 * (double)done / (double)(total ? total : 1)));
+	if (prog.nfiles > 1)
+		fprintf(stderr, " (file %zu of %zu)", prog.file + 1, prog.nfiles);
+	fputs("\033[K", stderr);
+	prog.shown = 1;
+	prog.last = t;
+}
 
 /* Decode paths[0..n) into *ps (the ones that decoded, perhaps partly, sorted
  * by run and rank); the worst exit code into *code. */
@@ -26,8 +83,11 @@ static size_t decode_all(char *const *paths, size_t n, const struct dsmt_opts *o
 		return 0;
 	}
 	size_t k = 0;
+	prog.nfiles = n;
 	for (size_t i = 0; i < n; i++) {
+		prog.file = i;
 		int r = dsmt_decode_file(paths[i], o, &(*ps)[k], stderr);
+		progress_clear();
 		if (r == DSMT_EXIT_USAGE) { /* bad regex: same for every file */
 			*code = r;
 			break;
@@ -287,6 +347,11 @@ int main(int argc, char **argv)
 	/* attribution: what the JSON report and the table's --breakdown show */
 	o.attrib = !strcmp(fmt, "json") || breakdown || o.top || summary || whatif; /* summary, what-if: breakdowns */
 	o.timeline = perfetto != NULL;
+	progress_init();
+	if (prog.on) {
+		o.progress = progress;
+		o.progress_arg = NULL;
+	}
 	if (perfetto && dump) {
 		fputs("dsmemdecode: --perfetto needs a decode, not --dump\n", stderr);
 		return DSMT_EXIT_USAGE;
