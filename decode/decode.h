@@ -273,9 +273,6 @@ void dsmt_cmdline_tokens(const struct dsmt_process *p, long *mbs, long *seq);
 /* --what-if SPEC (whatif.c): projection to another micro-batch/seq; returns
  * an exit code (usage for a bad SPEC, bad when no run can be used) */
 int dsmt_write_whatif(FILE *f, const struct dsmt_process *ps, size_t n, const char *spec, int json, FILE *err);
-/* --perfetto: Chrome trace-event JSON of the processes' timelines (decoded
- * with dsmt_opts.timeline): counters per level and category, NVTX ranges as
- * slices per thread, OOMs and interval starts as instants. */
 /* dsmemdecode diff: the runs a[0..na) and b[0..nb) (each sorted by rank,
  * decoded with attribution and --top) compared rank by rank: per interval
  * and device the levels of both and their difference, the categories at
@@ -283,6 +280,11 @@ int dsmt_write_whatif(FILE *f, const struct dsmt_process *ps, size_t n, const ch
  * shrink or go (`top` of them); table, or JSON (dsmemdecode-diff/1). */
 void dsmt_write_diff(FILE *f, const struct dsmt_process *a, size_t na, const struct dsmt_process *b, size_t nb,
 		     int json, int top);
-int dsmt_write_perfetto(FILE *f, const struct dsmt_process *ps, size_t n); /* -1: out of memory */
+/* --perfetto: Chrome trace-event JSON of the processes' timelines (decoded
+ * with dsmt_opts.timeline): counters per level and category, NVTX ranges as
+ * slices per thread, OOMs and interval starts as instants.  window_us > 0:
+ * a counter's changes within window_us of the first one merge into its
+ * maximum and its last value.  -1: out of memory. */
+int dsmt_write_perfetto(FILE *f, const struct dsmt_process *ps, size_t n, uint64_t window_us);
 
 #endif

@@ -228,7 +228,13 @@ static void usage(FILE *f)
 	      "                         Perfetto (ui.perfetto.dev) and chrome://tracing open: counter\n"
 	      "                         tracks per device level and category, NVTX ranges as slices\n"
 	      "                         per thread, OOMs and step starts as instants\n"
+	      "  --perfetto-window US   merge each counter's changes within US microseconds into\n"
+	      "                         its maximum and its last value (default 0: every change;\n"
+	      "                         about 110 bytes of JSON per change)\n"
 	      "  -o, --output FILE      write the report to FILE instead of stdout\n"
+	      "  -v, --verbose          more diagnostics on stderr\n"
+	      "  -h, --help             this text\n"
+	      "      --version          decoder and format version\n"
 	      "\n"
 	      "diff A B: compare two runs.  A and B are each a trace file, or a directory whose\n"
 	      "dsmemtrace.*.zst files are the ranks of one run.  Ranks pair up by rank (one\n"
@@ -237,9 +243,9 @@ static void usage(FILE *f)
 	      "side's MaxMemAllocated peak, and the sites there (matched by category and\n"
 	      "frames) that are new, grew, shrank or went.  --top N: sites shown (default 10);\n"
 	      "-f table or json (dsmemdecode-diff/1).\n"
-	      "  -v, --verbose          more diagnostics on stderr\n"
-	      "  -h, --help             this text\n"
-	      "      --version          decoder and format version\n"
+	      "\n"
+	      "Progress: on a terminal, a decode that runs longer than DSMEMDECODE_PROGRESS_DELAY_MS\n"
+	      "(default 1000) shows its progress on stderr; nothing otherwise.\n"
 	      "\n"
 	      "Exit status: 0 ok (truncated traces included), 1 usage, 2 bad or damaged input.\n",
 	      f);
@@ -247,7 +253,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	enum { O_DUMP = 256, O_PERSTEP, O_STEPRE, O_IGNTOT, O_VERSION, O_GRADACC, O_BREAKDOWN, O_TOP, O_PEAKBLK, O_SUMMARY, O_WHATIF, O_PERFETTO };
+	enum { O_DUMP = 256, O_PERSTEP, O_STEPRE, O_IGNTOT, O_VERSION, O_GRADACC, O_BREAKDOWN, O_TOP, O_PEAKBLK, O_SUMMARY, O_WHATIF, O_PERFETTO, O_PFWIN };
 	static const struct option lo[] = {
 		{"dump", no_argument, NULL, O_DUMP},
 		{"per-step", no_argument, NULL, O_PERSTEP},
@@ -261,6 +267,7 @@ int main(int argc, char **argv)
 		{"summary", no_argument, NULL, O_SUMMARY},
 		{"what-if", required_argument, NULL, O_WHATIF},
 		{"perfetto", required_argument, NULL, O_PERFETTO},
+		{"perfetto-window", required_argument, NULL, O_PFWIN},
 		{"output", required_argument, NULL, 'o'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -275,6 +282,7 @@ int main(int argc, char **argv)
 	}
 	const char *fmt = "table", *outpath = NULL, *whatif = NULL, *perfetto = NULL;
 	int dump = 0, c, breakdown = 0, summary = 0;
+	uint64_t pf_window = 0;
 	while ((c = getopt_long(argc, argv, "f:o:vh", lo, NULL)) != -1) {
 		switch (c) {
 		case O_DUMP: dump = 1; break;
@@ -298,6 +306,17 @@ int main(int argc, char **argv)
 		case O_SUMMARY: summary = 1; break;
 		case O_WHATIF: whatif = optarg; break;
 		case O_PERFETTO: perfetto = optarg; break;
+		case O_PFWIN: {
+			char *e;
+			long long x = strtoll(optarg, &e, 10);
+			if (!*optarg || *e || x < 0 || x > 3600000000LL) {
+				fprintf(stderr, "dsmemdecode: --perfetto-window wants microseconds from 0 to 3600000000, not '%s'\n",
+					optarg);
+				return DSMT_EXIT_USAGE;
+			}
+			pf_window = (uint64_t)x;
+			break;
+		}
 		case O_TOP: {
 			char *e;
 			long x = strtol(optarg, &e, 10);
@@ -397,7 +416,7 @@ int main(int argc, char **argv)
 				if (breakdown)
 					dsmt_write_breakdown(out, ps, n);
 			}
-			if (pf && dsmt_write_perfetto(pf, ps, n)) {
+			if (pf && dsmt_write_perfetto(pf, ps, n, pf_window)) {
 				fprintf(stderr, "dsmemdecode: --perfetto %s: out of memory\n", perfetto);
 				code = DSMT_EXIT_BAD;
 			}

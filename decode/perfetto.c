@@ -32,6 +32,15 @@ struct out {
 	int first;  /* no event written yet */
 	uint64_t t0; /* ns: time 0 of the trace */
 	uint64_t pid;
+	uint64_t window; /* ns: a counter's changes within a window merge (0: every change) */
+};
+
+/* A counter track's open window (struct out.window): its first change's
+ * time, and its largest and its last value with their times */
+struct win {
+	uint64_t start, max_t, last_t;
+	int64_t max, last;
+	int open;
 };
 
 struct tstack { /* NVTX push/pop ranges open on a thread */
@@ -100,6 +109,36 @@ static void counter(struct out *o, int dev1, unsigned track, uint64_t ns, int64_
 	fputs(", \"ts\": ", o->f);
 	put_ts(o, ns);
 	fprintf(o->f, ", \"args\": {\"bytes\": %" PRId64 "}}", v);
+}
+
+/* A counter's value v from time ns on: written, or (windows) merged into
+ * the track's window, which writes its maximum and then its last value
+ * when the next window begins (w NULL or ns 0 with flush: write what is
+ * pending) */
+static void sample(struct out *o, struct win *w, uint64_t *last, int dev1, unsigned track, uint64_t ns, int64_t v,
+		   int flush)
+{
+	if (!o->window) {
+		counter(o, dev1, track, clamp(last, ns), v);
+		return;
+	}
+	if (w->open && !flush && ns < w->start + o->window) {
+		if (v > w->max) {
+			w->max = v;
+			w->max_t = ns;
+		}
+		w->last = v;
+		w->last_t = ns;
+		return;
+	}
+	if (w->open) {
+		counter(o, dev1, track, clamp(last, w->max_t), w->max);
+		if (w->last_t != w->max_t)
+			counter(o, dev1, track, clamp(last, w->last_t), w->last);
+		w->open = 0;
+	}
+	if (!flush)
+		*w = (struct win){ns, ns, ns, v, v, 1};
 }
 
 static const char *tl_name(const struct dsmt_process *p, uint64_t v)
@@ -200,6 +239,7 @@ static int write_process(struct out *o, const struct dsmt_process *p, size_t idx
 			meta_event(o, "thread_name", p->tl_tids[i], "name", p->tl_tnames[i], 0);
 
 	uint64_t (*last)[NTRACK] = calloc(NDEV1, sizeof(*last));
+	struct win (*win)[NTRACK] = o->window ? calloc(NDEV1, sizeof(*win)) : NULL;
 	int64_t (*cat)[DSMT_BK_NCAT] = calloc(NDEV1, sizeof(*cat));
 	struct tstack *ts = calloc(p->ntl_threads ? p->ntl_threads : 1, sizeof(*ts));
 	struct async *as = NULL;
@@ -208,7 +248,7 @@ static int write_process(struct out *o, const struct dsmt_process *p, size_t idx
 		ninst += p->tl[i].op == DSMT_TL_OOM;
 	struct inst *in = malloc((ninst + p->nrows + 1) * sizeof(*in));
 	int rc = 0;
-	if (!last || !cat || !ts || !in) {
+	if (!last || !cat || !ts || !in || (o->window && !win)) {
 		rc = -1;
 		goto done;
 	}
@@ -228,7 +268,8 @@ static int write_process(struct out *o, const struct dsmt_process *p, size_t idx
 			if (!p->has_drv && (tr == DSMT_TL_DEVICE || tr == DSMT_TL_IMPORTED || tr == DSMT_TL_PINNED))
 				break; /* unknown without the driver level (as in the reports) */
 			uint64_t *l = &last[e->dev1][tr];
-			if (!*l && t_start < e->ts_ns) /* the track starts at 0 */
+			struct win *w = win ? &win[e->dev1][tr] : NULL;
+			if (!*l && !(w && w->open) && t_start < e->ts_ns) /* the track starts at 0 */
 				counter(o, e->dev1, tr, clamp(l, t_start), 0);
 			int64_t v = (int64_t)e->v;
 			if (e->op != DSMT_TL_SET) {
@@ -236,7 +277,7 @@ static int write_process(struct out *o, const struct dsmt_process *p, size_t idx
 				*c += e->op == DSMT_TL_ADD ? v : -v;
 				v = *c;
 			}
-			counter(o, e->dev1, tr, clamp(l, e->ts_ns), v);
+			sample(o, w, l, e->dev1, tr, e->ts_ns, v, 0);
 			break;
 		}
 		case DSMT_TL_PUSH:
@@ -293,6 +334,10 @@ static int write_process(struct out *o, const struct dsmt_process *p, size_t idx
 			break;
 		}
 	}
+	for (unsigned d = 0; win && d < NDEV1; d++) /* the windows still open */
+		for (unsigned tr = 0; tr < NTRACK; tr++)
+			if (win[d][tr].open)
+				sample(o, &win[d][tr], &last[d][tr], (int)d, tr, 0, 0, 1);
 	/* ranges open at the end close there */
 	for (size_t t = 0; t < p->ntl_threads && !rc; t++)
 		while (ts[t].n)
@@ -332,6 +377,7 @@ done:
 	free(as);
 	free(in);
 	free(last);
+	free(win);
 	free(cat);
 	return rc;
 }
@@ -344,9 +390,9 @@ static uint64_t meta_pid(const struct dsmt_process *p)
 	return x && !*e && x < (1ull << 31) ? x : 0;
 }
 
-int dsmt_write_perfetto(FILE *f, const struct dsmt_process *ps, size_t n)
+int dsmt_write_perfetto(FILE *f, const struct dsmt_process *ps, size_t n, uint64_t window_us)
 {
-	struct out o = {f, 1, 0, 0};
+	struct out o = {f, 1, 0, 0, window_us * 1000};
 	for (size_t i = 0; i < n; i++) {
 		uint64_t t = start_ns(&ps[i]);
 		if (t && (!o.t0 || t < o.t0))

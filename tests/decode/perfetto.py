@@ -270,10 +270,60 @@ for name, files, exact in CASES:
         if tn != {700: "MainThread", 701: "worker"}:
             fails.append("mix: thread names %r" % tn)
 
+# --perfetto-window: fewer counter events, the run's peak and the final values kept
+synth = os.path.join(WORK, "synth.txt")
+open(synth, "w").write("synth events=100000\n")
+subprocess.run([MK, synth, os.path.join(WORK, "synth.zst")], check=True, stdout=subprocess.DEVNULL,
+               stderr=subprocess.DEVNULL)
+for name, tr, win in (("attrib_loop", traces_of(["attrib_loop.txt"]), 3), ("synth", [os.path.join(WORK, "synth.zst")], 1000)):
+    counts = []
+    for w in (0, win):
+        out = os.path.join(WORK, "%s.w%d.json" % (name, w))
+        rc, _, err = run(["--perfetto", out, "--perfetto-window", str(w)] + tr)
+        doc = json.load(open(out))
+        ff, evs = check_format("%s window %d" % (name, w), doc)
+        fails += ff
+        counts.append(sum(1 for e in evs if e["ph"] == "C"))
+        rep = json.loads(run(["--format", "json"] + tr)[1])["processes"][0]
+        rows = rep["steps"] + rep["init"] + rep["tail"] + rep["eval"]
+        pid = [e["pid"] for e in evs if e["ph"] == "M"][0]
+        s = series(evs, pid, "cuda:0 allocated")
+        last = max(rows, key=lambda r: r["end_ns"])
+        if max(x for _, x in s) != max(r["peak_allocated"] for r in rows) or s[-1][1] != last["end_allocated"]:
+            fails.append("%s window %d: allocated max %d end %d, report %d %d" % (
+                name, w, max(x for _, x in s), s[-1][1], max(r["peak_allocated"] for r in rows), last["end_allocated"]))
+        ends = {c: (series(evs, pid, "cuda:0 " + c) or [(0, 0)])[-1][1] for c in CATS}
+        if ends != {c: last["end_breakdown"][c] for c in CATS}:
+            fails.append("%s window %d: categories end at %r" % (name, w, ends))
+    if not counts[1] < counts[0]:
+        fails.append("%s: --perfetto-window %d left %d of %d counter events" % (name, win, counts[1], counts[0]))
+
+# hostile: every cut and every byte flip of mix's trace: no crash; what is
+# written (exit 0 or 2: a partial report) parses
+mix = open(traces_of(["perfetto/mix.txt"])[0], "rb").read()
+hz, hj = os.path.join(WORK, "hostile.zst"), os.path.join(WORK, "hostile.json")
+bad = 0
+for i in range(2 * len(mix)):
+    data = mix[:i] if i < len(mix) else mix[:i - len(mix)] + bytes([mix[i - len(mix)] ^ 0x5a]) + mix[i - len(mix) + 1:]
+    open(hz, "wb").write(data)
+    rc, _, err = run(["--perfetto", hj, hz])
+    if rc not in (0, 2) or len(err.strip().splitlines()) > 12:
+        fails.append("hostile %d: exit %d %s" % (i, rc, err[:200]))
+        bad += 1
+    else:
+        try:
+            json.load(open(hj))
+        except ValueError as e:
+            fails.append("hostile %d: output not JSON (%s)" % (i, e))
+            bad += 1
+    if bad > 5:
+        break
+
 # bad uses: one line on stderr, exit 1, nothing written
 basic = traces_of(["basic.txt"])[0]
 for args, what in ((["--perfetto", os.path.join(WORK, "no", "such", "dir", "x.json"), basic], "No such file"),
-                   (["--perfetto", os.path.join(WORK, "d.json"), "--dump", basic], "--perfetto")):
+                   (["--perfetto", os.path.join(WORK, "d.json"), "--dump", basic], "--perfetto"),
+                   (["--perfetto", os.path.join(WORK, "w.json"), "--perfetto-window", "-1", basic], "--perfetto-window")):
     rc, out, err = run(args)
     if rc != 1 or len(err.strip().splitlines()) != 1 or what not in err:
         fails.append("%r: exit %d, stderr %r (expected exit 1 and one line naming %r)" % (args, rc, err, what))
