@@ -6,7 +6,9 @@ differently).  Checks: table and JSON against diff/two_runs.table/.json;
 every interval's numbers against each side's own --format json report and
 their difference; the hand-worked deltas and sites of the scripts'
 comments; pairing by rank (a rank missing on one side), two single files
-paired whatever their rank; --top; bad operands (one line, exit 1 or 2).
+paired whatever their rank; --top; bad operands (one line, exit 1 or 2);
+and the H200 grid's real 2-rank ZeRO-2 and ZeRO-3 runs against their own
+reports.
 
 usage: diff.py MKTRACE DSMEMDECODE SRCDIR WORKDIR [--update]
 """
@@ -77,31 +79,43 @@ if [p["rank"] for p in doc["pairs"]] != [0, 1] or doc["only_in_a"] or doc["only_
 LV = ["peak_allocated", "end_allocated", "peak_reserved", "end_reserved"]
 CATS = ["parameters", "gathered_parameters", "master_weights", "optimizer_states", "gradients", "activations",
         "temporaries", "buckets", "communication", "workspace", "other", "cached"]
-for pr in doc["pairs"]:
-    ra, rb = report(os.path.join(WORK, pr["a"])), report(os.path.join(WORK, pr["b"]))
-    if len(pr["intervals"]) != len(set(ra) | set(rb)):
-        fails.append("rank %s: %d intervals, the reports have %d" % (pr["rank"], len(pr["intervals"]), len(set(ra) | set(rb))))
-    for iv in pr["intervals"]:
-        key = (iv["interval"], iv["device"])
-        a, b = ra.get(key), rb.get(key)
-        for lv in LV:
-            if (iv["a"] or {}).get(lv) != (a or {}).get(lv) or (iv["b"] or {}).get(lv) != (b or {}).get(lv):
-                fails.append("rank %s %s: %s a/b %r/%r, reports %r/%r" % (pr["rank"], key, lv, iv["a"], iv["b"], a, b))
-            if a and b and iv["delta"][lv] != b[lv] - a[lv]:
-                fails.append("rank %s %s: delta %s %r" % (pr["rank"], key, lv, iv["delta"][lv]))
-        if a and b:
-            for w in ("peak", "end"):
-                want = {c: b[w + "_breakdown"][c] - a[w + "_breakdown"][c] for c in CATS}
-                if iv[w + "_breakdown_delta"] != want:
-                    fails.append("rank %s %s: %s_breakdown_delta %r, expected %r" % (
-                        pr["rank"], key, w, iv[w + "_breakdown_delta"], want))
-    m = pr["max_mem_allocated"]
-    for side, rep in (("a", ra), ("b", rb)):
-        best = max((r for k, r in rep.items() if k[0].isdigit()), key=lambda r: r["peak_allocated"])
-        if m[side]["peak_allocated"] != best["peak_allocated"] or m[side]["breakdown"] != {c: best["peak_breakdown"][c] for c in CATS}:
-            fails.append("rank %s: max_mem_allocated %s %r, report %r" % (pr["rank"], side, m[side], best))
-    if m["delta"]["peak_allocated"] != m["b"]["peak_allocated"] - m["a"]["peak_allocated"]:
-        fails.append("rank %s: max delta %r" % (pr["rank"], m["delta"]))
+
+
+def check_against_reports(doc, cwd):
+    """every interval, breakdown delta and MaxMemAllocated against each side's own report"""
+    for pr in doc["pairs"]:
+        ra, rb = report(os.path.join(cwd, pr["a"])), report(os.path.join(cwd, pr["b"]))
+        if len(pr["intervals"]) != len(set(ra) | set(rb)):
+            fails.append("rank %s: %d intervals, the reports have %d" % (pr["rank"], len(pr["intervals"]), len(set(ra) | set(rb))))
+        for iv in pr["intervals"]:
+            key = (iv["interval"], iv["device"])
+            a, b = ra.get(key), rb.get(key)
+            for lv in LV:
+                if (iv["a"] or {}).get(lv) != (a or {}).get(lv) or (iv["b"] or {}).get(lv) != (b or {}).get(lv):
+                    fails.append("rank %s %s: %s a/b %r/%r, reports %r/%r" % (pr["rank"], key, lv, iv["a"], iv["b"], a, b))
+                if a and b and iv["delta"][lv] != b[lv] - a[lv]:
+                    fails.append("rank %s %s: delta %s %r" % (pr["rank"], key, lv, iv["delta"][lv]))
+            if a and b:
+                for w in ("peak", "end"):
+                    want = {c: b[w + "_breakdown"][c] - a[w + "_breakdown"][c] for c in CATS}
+                    if iv[w + "_breakdown_delta"] != want:
+                        fails.append("rank %s %s: %s_breakdown_delta %r, expected %r" % (
+                            pr["rank"], key, w, iv[w + "_breakdown_delta"], want))
+        m = pr["max_mem_allocated"]
+        for side, rep in (("a", ra), ("b", rb)):
+            best = max((r for k, r in rep.items() if k[0].isdigit()), key=lambda r: r["peak_allocated"])
+            if m[side]["peak_allocated"] != best["peak_allocated"] or m[side]["breakdown"] != {c: best["peak_breakdown"][c] for c in CATS}:
+                fails.append("rank %s: max_mem_allocated %s %r, report %r" % (pr["rank"], side, m[side], best))
+        if m["delta"]["peak_allocated"] != m["b"]["peak_allocated"] - m["a"]["peak_allocated"]:
+            fails.append("rank %s: max delta %r" % (pr["rank"], m["delta"]))
+        for st in pr["sites"]:
+            if st["delta"] != st["b_bytes"] - st["a_bytes"] or st["change"] != (
+                    "new" if not st["a_bytes"] else "gone" if not st["b_bytes"] else
+                    "grew" if st["b_bytes"] > st["a_bytes"] else "shrank"):
+                fails.append("rank %s: site %r" % (pr["rank"], st))
+
+
+check_against_reports(doc, WORK)
 
 # hand-worked (the scripts' comments)
 r0 = doc["pairs"][0]
@@ -147,6 +161,20 @@ for args, code, what in ((["diff", "A"], 1, "two runs"),
     rc, out, err = run(args)
     if rc != code or len(err.strip().splitlines()) != 1 or what not in err:
         fails.append("%r: exit %d (expected %d), stderr %r" % (args, rc, code, err))
+
+# real traces: the H200 grid's OPT-1.3b ZeRO-2 and ZeRO-3 runs, 2 ranks each
+GRID = os.path.join(SRC, "h200", "grid")
+z2, z3 = (os.path.join(GRID, "g2-z%d-opt-1.3b-mb4-seq512" % z, "trace") for z in (2, 3))
+if os.path.isdir(z2) and os.path.isdir(z3):
+    rc, js, err = run(["diff", "-f", "json", z2, z3])
+    doc = json.loads(js) if rc == 0 else None
+    if not doc or [p["rank"] for p in doc["pairs"]] != [0, 1]:
+        fails.append("grid ZeRO-2 vs ZeRO-3: exit %d, %s" % (rc, err[-300:]))
+    else:
+        check_against_reports(doc, WORK)
+        m = doc["pairs"][0]["max_mem_allocated"]["delta"]["breakdown"]
+        if not (m["gathered_parameters"] > 0 and m["gradients"] < 0):  # what ZeRO-3 does (README)
+            fails.append("grid: ZeRO-3 - ZeRO-2 at the peak %r" % m)
 
 if fails:
     print("FAIL\n  " + "\n  ".join(fails))
