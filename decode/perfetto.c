@@ -387,7 +387,7 @@ static uint64_t meta_pid(const struct dsmt_process *p)
 	const char *v = dsmt_meta_get(p, "pid");
 	char *e;
 	unsigned long long x = v && *v ? strtoull(v, &e, 10) : 0;
-	return x && !*e && x < (1ull << 31) ? x : 0;
+	return x && !*e && x < (1ull << 30) ? x : 0;
 }
 
 int dsmt_write_perfetto(FILE *f, const struct dsmt_process *ps, size_t n, uint64_t window_us)
@@ -409,7 +409,7 @@ int dsmt_write_perfetto(FILE *f, const struct dsmt_process *ps, size_t n, uint64
 			if (meta_pid(&ps[j]) == o.pid)
 				o.pid = 0;
 		if (!o.pid)
-			o.pid = (1ull << 31) + i;
+			o.pid = (1ull << 30) + i; /* (above any Linux pid: pid_max <= 2^22) */
 		rc = write_process(&o, &ps[i], i);
 	}
 	fputs("]}\n", f);

@@ -270,6 +270,15 @@ for name, files, exact in CASES:
         if tn != {700: "MainThread", 701: "worker"}:
             fails.append("mix: thread names %r" % tn)
 
+# two processes with one pid (the same trace twice: say, two hosts): the second gets its own
+b = traces_of(["basic.txt"])[0]
+out = os.path.join(WORK, "dup.json")
+rc, _, err = run(["--perfetto", out, b, b])
+doc = json.load(open(out)) if rc == 0 else {"traceEvents": []}
+pids = sorted({e["pid"] for e in doc["traceEvents"]})
+if rc or pids != [100, (1 << 30) + 1]:
+    fails.append("same pid twice: exit %d, pids %r" % (rc, pids))
+
 # --perfetto-window: fewer counter events, the run's peak and the final values kept
 synth = os.path.join(WORK, "synth.txt")
 open(synth, "w").write("synth events=100000\n")
