@@ -1432,6 +1432,7 @@ static __attribute__((noinline)) void oom_freed(struct ctx *c, const struct dsmt
 }
 
 static void tl_block(struct ctx *c, uint64_t ts, unsigned dev1, uint32_t i, uint64_t size);
+static void tl_levels(struct ctx *c, uint64_t ts);
 static void tl_unblock(struct ctx *c, uint64_t ts, const struct dsmt_event *e, struct arec *r, uint32_t i,
 		       uint64_t size);
 
@@ -1449,8 +1450,10 @@ static inline void attrib_free(struct ctx *c, uint64_t seq, const struct dsmt_ev
 		attrib_freed_live(c, e, d, size, r);
 	if (__builtin_expect(r->flags & AR_OOM, 0))
 		oom_freed(c, e, r, size);
-	if (__builtin_expect(c->tl_on, 0))
+	if (__builtin_expect(c->tl_on, 0)) {
 		tl_unblock(c, e->ts, e, r, i, size);
+		tl_levels(c, e->ts);
+	}
 	ar_release(c, i, size);
 }
 
@@ -1505,8 +1508,10 @@ static inline __attribute__((always_inline)) void replay_torch_dev(struct ctx *c
 		if (c->attrib) {
 			attrib_thread_seen(c, seq, e);
 			h->aux = ar_new(c, seq, e);
-			if (__builtin_expect(c->tl_on, 0))
+			if (__builtin_expect(c->tl_on, 0)) {
 				tl_block(c, e->ts, e->dev1, h->aux, e->size);
+				tl_levels(c, e->ts);
+			}
 		}
 		if (d->alloc > d->pk_alloc) {
 			d->pk_alloc = d->alloc;
@@ -1617,6 +1622,8 @@ static __attribute__((noinline)) void replay_torch_post(struct ctx *c, uint64_t 
 	}
 	if (d->res > d->pk_res)
 		d->pk_res = d->res;
+	if (c->tl_on)
+		tl_levels(c, e->ts);
 }
 
 /* A torch event without a fast[] device (out of line). */
@@ -2317,8 +2324,6 @@ static inline __attribute__((always_inline)) void replay(struct ctx *c, uint64_t
 		replay_torch(c, seq, e);
 	else
 		replay_other(c, seq, e);
-	if (__builtin_expect(c->tl_on, 0))
-		tl_levels(c, e->ts);
 }
 
 /* A runtime ALLOC: torch segments (reserved) */
@@ -2677,6 +2682,8 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 	default:
 		break;
 	}
+	if (c->tl_on) /* the levels it changed (torch events: in their attribution paths) */
+		tl_levels(c, e->ts);
 }
 
 
