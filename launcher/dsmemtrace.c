@@ -98,7 +98,8 @@ static void usage(FILE *f)
 	for (size_t i = 0; i < NTOPT; i++) {
 		char n[64];
 		snprintf(n, sizeof n, "--%s%s", topts[i].name, topts[i].kind == K_INT ? " N" : topts[i].kind == K_STR ? " S" : "");
-		fprintf(f, "  %-24s %s (%s)\n", n, topts[i].help, topts[i].var);
+		fprintf(f, "  %-24s %s (%s%s)\n", n, topts[i].help, topts[i].var,
+			topts[i].kind == K_FLAG0 ? "=0" : topts[i].kind == K_FLAG1 ? "=1" : "");
 	}
 	fputs("\nExit status: CMD's (or CMD's signal); 125 bad usage or a launcher error,\n"
 	      "126 CMD not executable, 127 CMD not found.\n",
