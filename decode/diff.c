@@ -203,20 +203,20 @@ static void table_pair(FILE *f, const struct pair *pr, int top)
 			snprintf(cells[n][1], 32, "%d", r->device);
 			const uint64_t va[3] = {ra ? ra->peak_alloc : 0, ra ? ra->end_alloc : 0, ra ? ra->peak_res : 0};
 			const uint64_t vb[3] = {rb ? rb->peak_alloc : 0, rb ? rb->end_alloc : 0, rb ? rb->peak_res : 0};
-			for (int k = 0; k < 3; k++) {
-				char *c = cells[n][2 + 3 * k];
+			for (int k = 0; k < 3; k++) { /* A, B, B - A ("-" where a side lacks the interval) */
+				char *ca = cells[n][2 + 3 * k], *cb = cells[n][3 + 3 * k], *cd = cells[n][4 + 3 * k];
 				if (ra)
-					snprintf(c, 32, "%" PRIu64, va[k]);
+					snprintf(ca, 32, "%" PRIu64, va[k]);
 				else
-					strcpy(c, "-");
+					strcpy(ca, "-");
 				if (rb)
-					snprintf(c + 32, 32, "%" PRIu64, vb[k]);
+					snprintf(cb, 32, "%" PRIu64, vb[k]);
 				else
-					strcpy(c + 32, "-");
+					strcpy(cb, "-");
 				if (ra && rb)
-					fmt_delta(c + 64, 32, va[k], vb[k]);
+					fmt_delta(cd, 32, va[k], vb[k]);
 				else
-					strcpy(c + 64, "-");
+					strcpy(cd, "-");
 			}
 			for (int k = 0; k < NCOL; k++)
 				if (strlen(cells[n][k]) > w[k])
