@@ -329,6 +329,7 @@ struct ctx {
 	uint64_t py_dropped;    /* definitions beyond the limits */
 	int attrib, top;        /* o->attrib, o->top */
 	int tl_on;              /* o->timeline (with attribution) */
+	int series_on, tsnap_on; /* o->series (--html), o->tsnap (--torch-snapshot): log the replay */
 	int pblk;               /* o->peak_blocks */
 	uint64_t bucket_elems;  /* reduce_bucket_size (elements; 0: unknown) */
 	int world1;             /* META world_size 1 */
@@ -462,6 +463,14 @@ struct ctx {
 	uint32_t natc[NATC][2];     /* native_class: stack -> class (direct-mapped) */
 #define CATMEMO 1024
 	uint64_t catmemo[CATMEMO][2]; /* attrib_key -> category */
+	/* the replay's log (--html, --torch-snapshot; replay_logged) */
+	VEC(struct dsmt_tlent) hl;   /* level changes (series) */
+	VEC(struct dsmt_tlent) hlch; /* category changes at interval starts (C entries) */
+	size_t hl_seg_start;         /* hl.n when the open interval began */
+	VEC(uint32_t) hl_ar;         /* attribution record -> 1 + its block's A entry in hl */
+	uint64_t hl_alloc[256], hl_res[256], hl_dev[256], hl_hp; /* the levels last logged */
+	uint64_t hl_t0, hl_unit;     /* ts -> CLOCK_REALTIME ns */
+	VEC(struct dsmt_tev) tev;    /* allocator events (torch snapshot) */
 };
 
 static void msg(struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -969,6 +978,8 @@ static void nv_push(struct ctx *c, struct thread *t, uint64_t name)
 	t->nvtop = (uint32_t)(c->nvn.n - 1);
 }
 
+static void hl_close(struct ctx *c);
+
 static void close_segment(struct ctx *c, uint64_t seq, uint64_t ts)
 {
 	if (c->timed_known && c->timed_next < c->timed.n) /* statics loaded before the boundary */
@@ -1010,6 +1021,8 @@ static void close_segment(struct ctx *c, uint64_t seq, uint64_t ts)
 	}
 	if (c->attrib)
 		attrib_close_seg(c, s->off, seq, ts);
+	if (c->series_on)
+		hl_close(c);
 }
 
 /* A matching range ended at (seq, ts): close the interval there and keep
@@ -2230,6 +2243,7 @@ static void sample_add(struct ctx *c, const struct sample *in)
 }
 
 static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e);
+static void replay_logged(struct ctx *c, uint64_t seq, const struct dsmt_event *e);
 
 /* ---- the timeline (--perfetto) ---------------------------------------- */
 
@@ -2317,6 +2331,10 @@ static void tl_other(struct ctx *c, uint64_t ts, unsigned dev1, uint64_t size, i
 /* Replay one event, in seq order. */
 static inline __attribute__((always_inline)) void replay(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
 {
+	if (__builtin_expect(c->series_on | c->tsnap_on, 0)) {
+		replay_logged(c, seq, e);
+		return;
+	}
 	c->events++;
 	if (e->ts > c->last_ts)
 		c->last_ts = e->ts;
@@ -2688,6 +2706,198 @@ static void replay_other(struct ctx *c, uint64_t seq, const struct dsmt_event *e
 
 
 /* ---- attribution: groups, segments ----------------------------------- */
+
+/* ---- the replay's log (--html, --torch-snapshot) ---------------------
+ * Every event goes through here instead of replay()'s fast path: the
+ * level changes it made (series: a tensor block's category is known at its
+ * free, or at the end of the run), and the allocator events in torch's
+ * terms (blocks with the group of their frames, torch's segments). */
+
+#define HL_MAX ((size_t)1 << 31) /* entries of either log */
+#define TS_GROUP DSMT_CAT_NONE   /* group_of's category for a torch-snapshot stack */
+
+static uint64_t hl_ns(struct ctx *c, uint64_t ts)
+{
+	if (!c->hl_unit) {
+		c->hl_t0 = u64_meta(c, "start_realtime_ns", 0);
+		c->hl_unit = u64_meta(c, "ts_unit_ns", DSMT_TS_UNIT_NS);
+		if (!c->hl_unit)
+			c->hl_unit = DSMT_TS_UNIT_NS;
+	}
+	return c->hl_t0 + ts * c->hl_unit;
+}
+
+static uint32_t hl_push(struct ctx *c, uint64_t ts, unsigned dev1, unsigned op, uint64_t size, uint64_t lvl,
+			uint32_t blk)
+{
+	struct dsmt_tlent *t = c->hl.n < HL_MAX ? VPUSH(c->hl) : NULL;
+	if (!t) {
+		c->nomem = 1;
+		return UINT32_MAX;
+	}
+	*t = (struct dsmt_tlent){ts, size, lvl, blk, (uint8_t)dev1, (uint8_t)op, DSMT_CAT_OTHER, DSMT_CAT_OTHER};
+	return (uint32_t)(c->hl.n - 1);
+}
+
+/* Block `link` (an A entry) has category cat in the open interval: its A
+ * entry's when allocated in it, else a C entry at the interval's start
+ * when it differs from the last interval's (pad: the category so far). */
+static void hl_recat(struct ctx *c, uint32_t link, unsigned cat)
+{
+	struct dsmt_tlent *a = &c->hl.v[link];
+	if (link >= c->hl_seg_start) {
+		a->cat = a->pad = (uint8_t)cat;
+		return;
+	}
+	if (a->pad == cat)
+		return;
+	struct dsmt_tlent *m = c->hlch.n < HL_MAX ? VPUSH(c->hlch) : NULL;
+	if (!m) {
+		c->nomem = 1;
+		return;
+	}
+	*m = (struct dsmt_tlent){a->ts_ns, a->size, c->hl_seg_start, link, a->dev1, DSMT_TL_C, (uint8_t)cat, a->pad};
+	a->pad = (uint8_t)cat;
+}
+
+/* An interval closed (after attrib_close_seg decided the category of every
+ * live block): those categories hold for it */
+static void hl_close(struct ctx *c)
+{
+	for (size_t i = 1; c->attrib && i < c->ar.n && i < c->hl_ar.n; i++) {
+		const struct arec *r = &c->ar.v[i];
+		if ((r->flags & (AR_LIVE | AR_CAT)) == (AR_LIVE | AR_CAT) && c->hl_ar.v[i])
+			hl_recat(c, c->hl_ar.v[i] - 1, r->cat);
+	}
+	c->hl_seg_start = c->hl.n;
+}
+
+static void tev_push(struct ctx *c, uint64_t ts, unsigned dev1, unsigned action, uint64_t addr, uint64_t size,
+		     uint32_t stack)
+{
+	struct dsmt_tev *t = c->tev.n < HL_MAX ? VPUSH(c->tev) : NULL;
+	if (!t) {
+		c->nomem = 1;
+		return;
+	}
+	*t = (struct dsmt_tev){ts, addr, size, stack, (uint8_t)action, (int)dev1 - 1};
+}
+
+/* the levels of device dev1 (0: pinned host) that moved since last logged */
+static void hl_levels(struct ctx *c, uint64_t ts, unsigned dev1)
+{
+	if (!dev1) {
+		if (c->hp != c->hl_hp)
+			hl_push(c, ts, 0, DSMT_TL_H, 0, c->hl_hp = c->hp, 0);
+		return;
+	}
+	const struct dev *d = c->dev[dev1];
+	if (!d)
+		return;
+	if (d->alloc != c->hl_alloc[dev1])
+		hl_push(c, ts, dev1, DSMT_TL_L, 0, c->hl_alloc[dev1] = d->alloc, 0);
+	if (d->res != c->hl_res[dev1])
+		hl_push(c, ts, dev1, DSMT_TL_R, 0, c->hl_res[dev1] = d->res, 0);
+	if (d->dlev != c->hl_dev[dev1])
+		hl_push(c, ts, dev1, DSMT_TL_D, 0, c->hl_dev[dev1] = d->dlev, 0);
+}
+
+static __attribute__((noinline)) void replay_logged(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
+{
+	const int torch = e->api == DSMT_API_TORCH;
+	const unsigned d1 = e->dev1;
+	uint32_t link = UINT32_MAX, fstack = UINT32_MAX;
+	uint64_t fsize = e->size;
+	unsigned segfree = 0; /* a torch segment's free: 1 + its device's dev1 */
+	if (torch && e->type == DSMT_REC_FREE && d1 && d1 <= DEV1_MAX && c->dev[d1]) {
+		/* before the replay forgets it: the block, its allocation's entry,
+		 * its category now that its lifetime is known */
+		struct dsmt_hent *h = dsmt_hmap_get(&c->dev[d1]->tens, e->ptr);
+		if (h && c->attrib && h->aux) {
+			struct arec *r = &c->ar.v[h->aux];
+			fsize = h->v;
+			if (c->tsnap_on)
+				fstack = group_of(c, r->site, r->pystack, r->stack, TS_GROUP);
+			if (c->series_on && h->aux < c->hl_ar.n && c->hl_ar.v[h->aux]) {
+				link = c->hl_ar.v[h->aux] - 1;
+				attrib_thread_seen(c, seq, e);
+				const struct thread *t = &c->thr.v[e->tidx];
+				unsigned ph, ph_free = phase_of(c, c->ph, e->pystack, t, t->nvk, c->bw_seen, c->cur_fwd);
+				hl_recat(c, link, ar_category(c, r, h->v, ph_free, &ph));
+				c->hl_ar.v[h->aux] = 0;
+			}
+		} else if (h) {
+			fsize = h->v;
+		}
+	} else if (!torch && e->type == DSMT_REC_FREE && c->tsnap_on) {
+		struct dsmt_hent *h = dsmt_hmap_get(&c->rt, e->ptr);
+		if (h && ((h->aux >> 16) & 3) == 1) { /* a torch segment (not a cudaMallocAsync tensor) */
+			segfree = 1 + (h->aux & 0xff);
+			fsize = h->v;
+		}
+	}
+
+	c->events++;
+	if (e->ts > c->last_ts)
+		c->last_ts = e->ts;
+	if (torch)
+		replay_torch(c, seq, e);
+	else
+		replay_other(c, seq, e);
+	if (c->nomem)
+		return;
+
+	uint64_t ts = hl_ns(c, e->ts);
+	if (torch && d1 && d1 <= DEV1_MAX && c->dev[d1]) {
+		struct dev *d = c->dev[d1];
+		if (e->type == DSMT_REC_ALLOC) {
+			struct dsmt_hent *h = dsmt_hmap_get(&d->tens, e->ptr);
+			if (c->series_on) {
+				uint32_t i = hl_push(c, ts, d1, DSMT_TL_A, e->size, d->alloc, 0);
+				c->hl_alloc[d1] = d->alloc;
+				if (h && c->attrib && h->aux && i != UINT32_MAX) {
+					if (vec_grow((void **)&c->hl_ar.v, &c->hl_ar.cap, c->ar.n, sizeof(*c->hl_ar.v))) {
+						c->nomem = 1;
+						return;
+					}
+					while (c->hl_ar.n < c->ar.n)
+						c->hl_ar.v[c->hl_ar.n++] = 0;
+					c->hl_ar.v[h->aux] = i + 1;
+				}
+			}
+			if (c->tsnap_on)
+				tev_push(c, ts, d1, DSMT_TA_ALLOC, e->ptr, e->size,
+					 group_of(c, e->x, e->pystack, e->stack, TS_GROUP));
+		} else {
+			if (c->series_on) {
+				hl_push(c, ts, d1, DSMT_TL_F, fsize, d->alloc, link);
+				c->hl_alloc[d1] = d->alloc;
+			}
+			if (c->tsnap_on)
+				tev_push(c, ts, d1, DSMT_TA_FREE, e->ptr, fsize, fstack);
+		}
+		if (c->series_on)
+			hl_levels(c, ts, d1);
+		return;
+	}
+	if (torch) /* without a device: counted, nothing moved */
+		return;
+	if (c->tsnap_on) {
+		if (e->type == DSMT_REC_ALLOC) {
+			struct dsmt_hent *h = dsmt_hmap_get(&c->rt, e->ptr);
+			if (h && ((h->aux >> 16) & 3) == 1)
+				tev_push(c, ts, h->aux & 0xff, DSMT_TA_SEG_ALLOC, e->ptr, e->size,
+					 group_of(c, e->x, e->pystack, e->stack, TS_GROUP));
+		} else if (e->type == DSMT_REC_FREE && segfree) {
+			tev_push(c, ts, segfree - 1, DSMT_TA_SEG_FREE, e->ptr, fsize, UINT32_MAX);
+		} else if (e->type == DSMT_REC_OOM && e->dev1 && e->dev1 <= DEV1_MAX) {
+			tev_push(c, ts, e->dev1, DSMT_TA_OOM, 0, e->size, group_of(c, e->x, e->pystack, e->stack, TS_GROUP));
+		}
+	}
+	if (c->series_on)
+		for (unsigned i = 0; i <= c->maxdev1; i++)
+			hl_levels(c, ts, i);
+}
 
 static uint64_t gkey_hash(const struct gkey *k)
 {
@@ -3932,6 +4142,10 @@ static void replay_reset(struct ctx *c)
 	free(c->hosts.v);
 	free(c->oomv.v);
 	free(c->phchg.v);
+	free(c->hl.v);
+	free(c->hlch.v);
+	free(c->hl_ar.v);
+	free(c->tev.v);
 	dsmt_hmap_free(&c->unres_sites);
 	dsmt_hmap_free(&c->unres_names);
 	for (size_t i = 0; i < c->thr.n; i++) {
@@ -4352,6 +4566,56 @@ static const char *base_name(const char *p)
 	return b ? b + 1 : p ? p : "?";
 }
 
+/* One frame of group k: i < np are its Python frames (innermost first),
+ * then its native ones (the STACK's, or the call site alone). */
+struct gframe {
+	int py, ok;            /* ok: a known code object (py), a symbolized ip (native) */
+	uint64_t code, ip;     /* when !ok */
+	const char *qual, *file; /* py */
+	int line;              /* py: -1 unknown */
+	struct dsmt_sym sym;   /* native */
+};
+
+static void gframe_count(struct ctx *c, const struct gkey *k, size_t *np, size_t *nn)
+{
+	const struct idxrange *pr = range_get(&c->pysmap, c->pys.v, k->pystack);
+	const struct idxrange *sr = range_get(&c->stkmap, c->stk.v, k->stack);
+	*np = pr ? pr->n : 0;
+	*nn = sr ? sr->n : k->site ? 1 : 0;
+}
+
+static int gframe_get(struct ctx *c, struct dsmt_symtab **st, const struct gkey *k, size_t i, struct gframe *o)
+{
+	const struct idxrange *pr = range_get(&c->pysmap, c->pys.v, k->pystack);
+	size_t np = pr ? pr->n : 0;
+	memset(o, 0, sizeof(*o));
+	if (i < np) {
+		o->py = 1;
+		o->code = c->pyframes.v[pr->off + 2 * i];
+		uint64_t instr = c->pyframes.v[pr->off + 2 * i + 1];
+		const struct pycode *pc = pycode_get(c, o->code);
+		if (pc) {
+			o->ok = 1;
+			o->qual = pc->qual;
+			o->file = pc->file;
+			o->line = instr <= UINT32_MAX ? dsmt_py_line(pc->lt, pc->ltn, (int)pc->firstline, (unsigned)instr) : -1;
+		}
+		return 0;
+	}
+	const struct idxrange *sr = range_get(&c->stkmap, c->stk.v, k->stack);
+	if (!*st) {
+		if (!(*st = dsmt_symtab_new()))
+			return -1;
+		for (size_t m = 0; m < c->mods.n; m++) {
+			const struct module *mo = &c->mods.v[m];
+			dsmt_symtab_add_module(*st, mo->base, mo->lo, mo->hi, mo->path, mo->bid, mo->bn);
+		}
+	}
+	o->ip = sr ? c->ips.v[sr->off + (i - np)] : k->site;
+	o->ok = dsmt_symbolize(*st, o->ip, &o->sym) == 0;
+	return 0;
+}
+
 /* The frames of group g: Python (innermost first), then native */
 static int render_site(struct ctx *c, struct dsmt_symtab **st, uint32_t g, struct dsmt_site *o)
 {
@@ -4359,46 +4623,65 @@ static int render_site(struct ctx *c, struct dsmt_symtab **st, uint32_t g, struc
 	o->site = k->site;
 	o->pystack = k->pystack;
 	o->stack = k->stack;
-	const struct idxrange *pr = range_get(&c->pysmap, c->pys.v, k->pystack);
-	const struct idxrange *sr = range_get(&c->stkmap, c->stk.v, k->stack);
-	size_t nn = sr ? sr->n : k->site ? 1 : 0, np = pr ? pr->n : 0;
+	size_t np, nn;
+	gframe_count(c, k, &np, &nn);
 	if (!(o->frames = calloc(np + nn + 1, sizeof(char *))))
 		return -1;
-	for (size_t i = 0; i < np; i++) {
-		uint64_t code = c->pyframes.v[pr->off + 2 * i], instr = c->pyframes.v[pr->off + 2 * i + 1];
-		const struct pycode *pc = pycode_get(c, code);
-		char *f;
-		if (!pc)
-			f = fmt_dup("<code %" PRIu64 ">", code);
-		else {
-			int line = instr <= UINT32_MAX ? dsmt_py_line(pc->lt, pc->ltn, (int)pc->firstline, (unsigned)instr) : -1;
-			f = line >= 0 ? fmt_dup("%s (%s:%d)", pc->qual, pc->file, line) : fmt_dup("%s (%s)", pc->qual, pc->file);
-		}
-		if (!(o->frames[o->nframes++] = f))
+	for (size_t i = 0; i < np + nn; i++) {
+		struct gframe fr;
+		if (gframe_get(c, st, k, i, &fr))
 			return -1;
-	}
-	o->npy = o->nframes;
-	if (nn && !*st) {
-		if (!(*st = dsmt_symtab_new()))
-			return -1;
-		for (size_t i = 0; i < c->mods.n; i++) {
-			const struct module *m = &c->mods.v[i];
-			dsmt_symtab_add_module(*st, m->base, m->lo, m->hi, m->path, m->bid, m->bn);
-		}
-	}
-	for (size_t i = 0; i < nn; i++) {
-		uint64_t ip = sr ? c->ips.v[sr->off + i] : k->site;
-		struct dsmt_sym sym;
 		char *f;
-		if (dsmt_symbolize(*st, ip, &sym) != 0)
-			f = fmt_dup("0x%" PRIx64, ip);
-		else if (sym.func && sym.file)
-			f = fmt_dup("%s (%s:%d)", sym.func, sym.file, sym.line);
-		else if (sym.func)
-			f = fmt_dup("%s (%s+0x%" PRIx64 ")", sym.func, base_name(sym.module), sym.offset);
+		const struct dsmt_sym *sym = &fr.sym;
+		if (fr.py && !fr.ok)
+			f = fmt_dup("<code %" PRIu64 ">", fr.code);
+		else if (fr.py)
+			f = fr.line >= 0 ? fmt_dup("%s (%s:%d)", fr.qual, fr.file, fr.line) : fmt_dup("%s (%s)", fr.qual, fr.file);
+		else if (!fr.ok)
+			f = fmt_dup("0x%" PRIx64, fr.ip);
+		else if (sym->func && sym->file)
+			f = fmt_dup("%s (%s:%d)", sym->func, sym->file, sym->line);
+		else if (sym->func)
+			f = fmt_dup("%s (%s+0x%" PRIx64 ")", sym->func, base_name(sym->module), sym->offset);
 		else
-			f = fmt_dup("%s+0x%" PRIx64, base_name(sym.module), sym.offset);
+			f = fmt_dup("%s+0x%" PRIx64, base_name(sym->module), sym->offset);
 		if (!(o->frames[o->nframes++] = f))
+			return -1;
+	}
+	o->npy = np;
+	return 0;
+}
+
+/* --torch-snapshot: group g's frames as torch names them ({filename, line,
+ * name}), innermost first: the native ones (the call site first), then
+ * Python's */
+static int tsnap_stack(struct ctx *c, struct dsmt_symtab **st, uint32_t g, struct dsmt_tstack *o)
+{
+	const struct gkey *k = &c->gk.v[g];
+	size_t np, nn;
+	gframe_count(c, k, &np, &nn);
+	if (!(o->f = calloc(np + nn + 1, sizeof(*o->f))))
+		return -1;
+	for (size_t j = 0; j < np + nn; j++) {
+		size_t i = j < nn ? np + j : j - nn; /* native first */
+		struct gframe fr;
+		if (gframe_get(c, st, k, i, &fr))
+			return -1;
+		struct dsmt_frame *f = &o->f[o->n++];
+		const struct dsmt_sym *sym = &fr.sym;
+		if (fr.py) {
+			f->name = fr.ok ? strdup(fr.qual) : fmt_dup("<code %" PRIu64 ">", fr.code);
+			f->file = strdup(fr.ok && fr.file ? fr.file : "??");
+			f->line = fr.ok && fr.line > 0 ? fr.line : 0;
+		} else if (!fr.ok) {
+			f->name = fmt_dup("0x%" PRIx64, fr.ip);
+			f->file = strdup("??");
+		} else {
+			f->name = sym->func ? strdup(sym->func) : fmt_dup("%s+0x%" PRIx64, base_name(sym->module), sym->offset);
+			f->file = strdup(sym->file ? sym->file : sym->module ? sym->module : "??");
+			f->line = sym->file ? sym->line : 0;
+		}
+		if (!f->name || !f->file)
 			return -1;
 	}
 	return 0;
@@ -4442,6 +4725,142 @@ static int render_sites(struct ctx *c, struct dsmt_process *out)
 	if (st)
 		dsmt_symtab_free(st);
 	dsmt_hmap_free(&idx);
+	return rc;
+}
+
+/* --html: one downsampled series per reported device over the intervals'
+ * span */
+static int series_finish(struct ctx *c, struct dsmt_process *out)
+{
+	if (!out->nrows)
+		return 0;
+	uint64_t t0 = out->rows[0].start_ns, t1 = out->rows[0].end_ns;
+	for (size_t i = 0; i < out->nrows; i++) {
+		if (out->rows[i].start_ns < t0)
+			t0 = out->rows[i].start_ns;
+		if (out->rows[i].end_ns > t1)
+			t1 = out->rows[i].end_ns;
+	}
+	if (!(out->series = calloc(c->maxdev1 ? c->maxdev1 : 1, sizeof(*out->series))))
+		return -1;
+	for (unsigned dv = 1; dv <= c->maxdev1; dv++) {
+		if (!dev_shown(c, dv))
+			continue;
+		if (dsmt_series_build(c->hl.v, c->hl.n, c->hlch.v, c->hlch.n, dv, t0, t1, DSMT_SERIES_COLS,
+				      &out->series[out->nseries]))
+			return -1;
+		out->nseries++;
+	}
+	return 0;
+}
+
+static int cmp_tseg(const void *a, const void *b)
+{
+	const struct dsmt_tseg *x = a, *y = b;
+	if (x->device != y->device)
+		return x->device < y->device ? -1 : 1;
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* --torch-snapshot: the blocks and torch's segments live at the end, the
+ * event log, and the frames of every stack they name */
+static int tsnap_finish(struct ctx *c, struct dsmt_process *out)
+{
+	struct dsmt_tsnap *ts = calloc(1, sizeof(*ts));
+	if (!(out->tsnap = ts))
+		return -1;
+	ts->maxdev = -1;
+	for (unsigned dv = 1; dv <= c->maxdev1; dv++)
+		if (dev_shown(c, dv))
+			ts->maxdev = (int)dv - 1;
+	size_t cap = 0;
+	for (unsigned dv = 1; dv <= c->maxdev1; dv++) {
+		struct dev *d = c->dev[dv];
+		size_t it = 0;
+		struct dsmt_hent *h;
+		while (d && (h = dsmt_hmap_next(&d->tens, &it))) {
+			if (vec_grow((void **)&ts->blocks, &cap, ts->nblocks + 1, sizeof(*ts->blocks)))
+				return -1;
+			const struct arec *r = c->attrib && h->aux ? &c->ar.v[h->aux] : NULL;
+			uint32_t g = r ? group_of(c, r->site, r->pystack, r->stack, TS_GROUP) : UINT32_MAX;
+			ts->blocks[ts->nblocks++] = (struct dsmt_tblock){(int)dv - 1, h->key, h->v, g};
+		}
+	}
+	/* torch's segments: its cudaMalloc'd ones, its driver allocations, and
+	 * the mapped handles of expandable segments (contiguous ones merged) */
+	cap = 0;
+	size_t it = 0;
+	struct dsmt_hent *h;
+	while ((h = dsmt_hmap_next(&c->rt, &it))) {
+		if (((h->aux >> 16) & 3) != 1 || !(h->aux & 0xff) || (h->aux & 0xff) > DEV1_MAX)
+			continue;
+		if (vec_grow((void **)&ts->segs, &cap, ts->nsegs + 1, sizeof(*ts->segs)))
+			return -1;
+		ts->segs[ts->nsegs++] = (struct dsmt_tseg){(int)(h->aux & 0xff) - 1, 0, h->key, h->v};
+	}
+	it = 0;
+	while ((h = dsmt_hmap_next(&c->dm, &it))) {
+		if (!DM_RES(h->aux) || DM_LEVEL(h->aux) != LV_DEV || !DM_DEV1(h->aux) || DM_DEV1(h->aux) > DEV1_MAX ||
+		    dsmt_hmap_get(&c->rt, h->key))
+			continue;
+		if (vec_grow((void **)&ts->segs, &cap, ts->nsegs + 1, sizeof(*ts->segs)))
+			return -1;
+		ts->segs[ts->nsegs++] = (struct dsmt_tseg){(int)DM_DEV1(h->aux) - 1, 0, h->key, h->v};
+	}
+	it = 0;
+	while ((h = dsmt_hmap_next(&c->vmap, &it))) {
+		uint32_t idx;
+		const struct vhandle *v = hv_get(c, h->v, &idx);
+		if (!v || !v->res || v->level != LV_DEV || !v->dev1 || v->dev1 > DEV1_MAX)
+			continue;
+		if (vec_grow((void **)&ts->segs, &cap, ts->nsegs + 1, sizeof(*ts->segs)))
+			return -1;
+		ts->segs[ts->nsegs++] = (struct dsmt_tseg){(int)v->dev1 - 1, 1, h->key, v->size};
+	}
+	if (ts->nsegs)
+		qsort(ts->segs, ts->nsegs, sizeof(*ts->segs), cmp_tseg);
+	size_t m = 0;
+	for (size_t i = 0; i < ts->nsegs; i++) {
+		struct dsmt_tseg *p = m ? &ts->segs[m - 1] : NULL;
+		if (p && p->expandable && ts->segs[i].expandable && p->device == ts->segs[i].device &&
+		    p->addr + p->size == ts->segs[i].addr)
+			p->size += ts->segs[i].size;
+		else
+			ts->segs[m++] = ts->segs[i];
+	}
+	ts->nsegs = m;
+	ts->trace = c->tev.v;
+	ts->ntrace = c->tev.n;
+	c->tev.v = NULL;
+	c->tev.n = c->tev.cap = 0;
+	/* the stacks named, in group order, renumbered */
+	uint32_t *sidx = malloc((c->gk.n ? c->gk.n : 1) * sizeof(*sidx));
+	if (!sidx)
+		return -1;
+	for (size_t g = 0; g < c->gk.n; g++)
+		sidx[g] = UINT32_MAX;
+	struct dsmt_symtab *st = NULL;
+	int rc = 0;
+	cap = 0;
+	for (size_t g = 0; g < c->gk.n && !rc; g++) {
+		if (c->gk.v[g].cat != TS_GROUP)
+			continue;
+		if (vec_grow((void **)&ts->stacks, &cap, ts->nstacks + 1, sizeof(*ts->stacks))) {
+			rc = -1;
+			break;
+		}
+		struct dsmt_tstack *o = &ts->stacks[ts->nstacks++];
+		memset(o, 0, sizeof(*o));
+		sidx[g] = (uint32_t)(ts->nstacks - 1);
+		rc = tsnap_stack(c, &st, (uint32_t)g, o);
+	}
+	for (size_t i = 0; i < ts->nblocks; i++)
+		ts->blocks[i].stack = ts->blocks[i].stack < c->gk.n ? sidx[ts->blocks[i].stack] : UINT32_MAX;
+	for (size_t i = 0; i < ts->ntrace; i++)
+		ts->trace[i].stack = ts->trace[i].stack < c->gk.n ? sidx[ts->trace[i].stack] : UINT32_MAX;
+	if (st)
+		dsmt_symtab_free(st);
+	free(sidx);
 	return rc;
 }
 
@@ -4911,8 +5330,10 @@ int dsmt_decode_file(const char *path, const struct dsmt_opts *o, struct dsmt_pr
 	c->ignore_totals = o->ignore_totals;
 	c->top = o->top > 0 ? o->top : 0;
 	c->pblk = o->peak_blocks;
-	c->attrib = o->attrib || c->top || c->pblk || o->timeline;
+	c->attrib = o->attrib || c->top || c->pblk || o->timeline || o->series || o->tsnap;
 	c->tl_on = o->timeline;
+	c->series_on = o->series;
+	c->tsnap_on = o->tsnap;
 	replay_reset(c);
 
 	int code = DSMT_EXIT_OK;
@@ -5016,7 +5437,9 @@ int dsmt_decode_file(const char *path, const struct dsmt_opts *o, struct dsmt_pr
 	out->top = c->top;
 	out->peak_blocks = c->pblk;
 	if (build_rows(c, out) || build_driver(c, out) || (c->attrib && render_sites(c, out)) ||
-	    (c->tl_on && build_timeline(c, out))) {
+	    (c->tl_on && build_timeline(c, out)) ||
+
+	   (c->series_on && series_finish(c, out)) || (c->tsnap_on && tsnap_finish(c, out))) {
 		msg(c, "out of memory");
 		code = DSMT_EXIT_BAD;
 		goto done;
@@ -5069,6 +5492,23 @@ void dsmt_process_free(struct dsmt_process *p)
 		free(p->tl_tnames[i]);
 	free(p->tl_tnames);
 	free(p->tl_tids);
+	for (size_t i = 0; i < p->nseries; i++)
+		free(p->series[i].col);
+	free(p->series);
+	if (p->tsnap) {
+		for (size_t i = 0; i < p->tsnap->nstacks; i++) {
+			for (size_t k = 0; k < p->tsnap->stacks[i].n; k++) {
+				free(p->tsnap->stacks[i].f[k].name);
+				free(p->tsnap->stacks[i].f[k].file);
+			}
+			free(p->tsnap->stacks[i].f);
+		}
+		free(p->tsnap->stacks);
+		free(p->tsnap->blocks);
+		free(p->tsnap->segs);
+		free(p->tsnap->trace);
+		free(p->tsnap);
+	}
 	memset(p, 0, sizeof(*p));
 }
 

@@ -26,6 +26,8 @@ struct dsmt_opts {
 	 * file's size (progress on a terminal); NULL: none */
 	void (*progress)(void *arg, const char *file, uint64_t done, uint64_t total);
 	void *progress_arg;
+	int series;          /* the allocated-by-category time series, downsampled (--html) */
+	int tsnap;           /* the allocator state at the end and its event trace (--torch-snapshot) */
 };
 
 /* Attribution (decode/attrib.h has the rules): categories in report order,
@@ -175,6 +177,66 @@ struct dsmt_tl_ev {
 	uint8_t op, track, dev1;
 };
 
+/* --html: one pixel column of a device's time series (decode/series.c).
+ * [0] is the lowest allocated level reached in the column, [1] the highest
+ * (its first moment), each with its time and its bytes by category (each
+ * block in the category the decoder gives it in that interval, as the
+ * breakdowns do; bytes no block accounts for are `other`); reserved, device
+ * and pinned host memory: the highest level in the column.  A column
+ * without events holds the level it inherited. */
+struct dsmt_scol {
+	uint64_t ts_ns[2], alloc[2];
+	uint64_t cat[2][DSMT_BK_NCAT - 1];
+	uint64_t res, dev, hp;
+};
+
+struct dsmt_series {
+	int device;
+	uint64_t t0_ns, t1_ns; /* the columns cover [t0_ns, t1_ns] evenly */
+	size_t ncol;
+	struct dsmt_scol *col;
+	uint64_t peak, peak_ns; /* the highest allocated level and its first moment */
+};
+#define DSMT_SERIES_COLS 1000
+
+/* --torch-snapshot: what torch.cuda.memory._snapshot() reports, rebuilt
+ * (decode/snapshot.c writes it as a pickle). */
+struct dsmt_frame {
+	char *name, *file;
+	int line;
+};
+struct dsmt_tstack { /* innermost first: native frames (the call site first), then Python */
+	struct dsmt_frame *f;
+	size_t n;
+};
+struct dsmt_tblock { /* a tensor block live at the end of the trace */
+	int device;
+	uint64_t addr, size;
+	uint32_t stack; /* index into dsmt_tsnap.stacks */
+};
+struct dsmt_tseg { /* a segment of torch's reserved memory live at the end */
+	int device, expandable;
+	uint64_t addr, size;
+};
+enum { DSMT_TA_ALLOC, DSMT_TA_FREE, DSMT_TA_SEG_ALLOC, DSMT_TA_SEG_FREE, DSMT_TA_OOM };
+struct dsmt_tev { /* one allocator event, in replay order */
+	uint64_t ts_ns, addr, size;
+	uint32_t stack;
+	uint8_t action; /* DSMT_TA_* */
+	int device;
+};
+struct dsmt_tsnap {
+	struct dsmt_tstack *stacks;
+	size_t nstacks;
+	struct dsmt_tblock *blocks;
+	size_t nblocks;
+	struct dsmt_tseg *segs;
+	size_t nsegs;
+	struct dsmt_tev *trace;
+	size_t ntrace;
+	int maxdev; /* the highest device index seen (-1: none) */
+};
+
 #define DSMT_DRV_OPS 128 /* op counters: index = op (1..126); 127 = unknown larger op */
 /* "alloc", "map", ... for an op of format.h's enum dsmt_drv_op, else NULL */
 const char *dsmt_drv_op_name(unsigned op);
@@ -219,6 +281,9 @@ struct dsmt_process {
 	char **tl_tnames;
 	size_t ntl_threads;
 	uint64_t tl_end_ns; /* the last event's time */
+	struct dsmt_series *series; /* --html: one per reported device */
+	size_t nseries;
+	struct dsmt_tsnap *tsnap;   /* --torch-snapshot */
 };
 
 /* An out-of-memory event (OOM record): when, where, what was asked for, the
@@ -286,5 +351,34 @@ void dsmt_write_diff(FILE *f, const struct dsmt_process *a, size_t na, const str
  * a counter's changes within window_us of the first one merge into its
  * maximum and its last value.  -1: out of memory. */
 int dsmt_write_perfetto(FILE *f, const struct dsmt_process *ps, size_t n, uint64_t window_us);
+/* --html: one self-contained page (SVG charts, a little script): per process
+ * and device allocated memory by category over time, reserved, device and
+ * pinned host lines, step boundaries, the peak with its breakdown and top
+ * sites, per-step bars; a selector when there are several.  Needs series. */
+void dsmt_write_html(FILE *f, const struct dsmt_process *ps, size_t n);
+/* --torch-snapshot: p's state at the end of its trace as the dict
+ * torch.cuda.memory._snapshot() returns, pickled (protocol 2). */
+void dsmt_write_torch_snapshot(FILE *f, const struct dsmt_process *p);
+
+/* Downsampling (decode/series.c).  Level changes of one device, in replay
+ * order: op A (a tensor block: size, lvl = allocated after it; cat: its
+ * category in the interval it was allocated in), F (its free; blk = the
+ * index of its A entry, UINT32_MAX: unknown), L (allocated changed
+ * otherwise: lvl), R (reserved: lvl), D (device: lvl), H (pinned host: lvl,
+ * every device).  A block's category can differ from one interval to the
+ * next (the decoder decides it at the end of each interval, or at the free):
+ * C entries, in a list of their own, move block blk's bytes from category
+ * pad to cat before log entry lvl (the first of the interval). */
+enum { DSMT_TL_A, DSMT_TL_F, DSMT_TL_L, DSMT_TL_R, DSMT_TL_D, DSMT_TL_H, DSMT_TL_C };
+struct dsmt_tlent {
+	uint64_t ts_ns, size, lvl;
+	uint32_t blk;
+	uint8_t dev1, op, cat, pad;
+};
+/* The ncol columns of device dev1 over [t0, t1] from entries e[0..n)
+ * (all devices; ts_ns ascending) and changes ch[0..nch) (lvl ascending).
+ * -1 when memory runs out. */
+int dsmt_series_build(const struct dsmt_tlent *e, size_t n, const struct dsmt_tlent *ch, size_t nch, unsigned dev1,
+		      uint64_t t0, uint64_t t1, size_t ncol, struct dsmt_series *out);
 
 #endif

@@ -231,6 +231,15 @@ static void usage(FILE *f)
 	      "  --perfetto-window US   merge each counter's changes within US microseconds into\n"
 	      "                         its maximum and its last value (default 0: every change;\n"
 	      "                         about 110 bytes of JSON per change)\n"
+	      "  --html FILE            write a self-contained HTML report to FILE instead of the\n"
+	      "                         table: allocated memory by category over time (downsampled\n"
+	      "                         to 1000 columns, peaks kept), reserved, device and pinned\n"
+	      "                         host lines, steps, the peak's breakdown and top sites\n"
+	      "                         (--top, default 10), per-step bars; one view per process\n"
+	      "                         and device\n"
+	      "  --torch-snapshot FILE  write one process's state at the end of its trace as the\n"
+	      "                         pickle torch.cuda.memory._snapshot() gives (segments,\n"
+	      "                         blocks, device_traces with frames) for memory_viz\n"
 	      "  -o, --output FILE      write the report to FILE instead of stdout\n"
 	      "  -v, --verbose          more diagnostics on stderr\n"
 	      "  -h, --help             this text\n"
@@ -253,7 +262,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	enum { O_DUMP = 256, O_PERSTEP, O_STEPRE, O_IGNTOT, O_VERSION, O_GRADACC, O_BREAKDOWN, O_TOP, O_PEAKBLK, O_SUMMARY, O_WHATIF, O_PERFETTO, O_PFWIN };
+	enum { O_DUMP = 256, O_PERSTEP, O_STEPRE, O_IGNTOT, O_VERSION, O_GRADACC, O_BREAKDOWN, O_TOP, O_PEAKBLK, O_SUMMARY, O_WHATIF, O_PERFETTO, O_PFWIN, O_HTML, O_TSNAP };
 	static const struct option lo[] = {
 		{"dump", no_argument, NULL, O_DUMP},
 		{"per-step", no_argument, NULL, O_PERSTEP},
@@ -268,6 +277,8 @@ int main(int argc, char **argv)
 		{"what-if", required_argument, NULL, O_WHATIF},
 		{"perfetto", required_argument, NULL, O_PERFETTO},
 		{"perfetto-window", required_argument, NULL, O_PFWIN},
+		{"html", required_argument, NULL, O_HTML},
+		{"torch-snapshot", required_argument, NULL, O_TSNAP},
 		{"output", required_argument, NULL, 'o'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -280,7 +291,7 @@ int main(int argc, char **argv)
 		argv++;
 		argc--;
 	}
-	const char *fmt = "table", *outpath = NULL, *whatif = NULL, *perfetto = NULL;
+	const char *fmt = "table", *outpath = NULL, *whatif = NULL, *perfetto = NULL, *htmlpath = NULL, *snappath = NULL;
 	int dump = 0, c, breakdown = 0, summary = 0;
 	uint64_t pf_window = 0;
 	while ((c = getopt_long(argc, argv, "f:o:vh", lo, NULL)) != -1) {
@@ -317,6 +328,8 @@ int main(int argc, char **argv)
 			pf_window = (uint64_t)x;
 			break;
 		}
+		case O_HTML: htmlpath = optarg; break;
+		case O_TSNAP: snappath = optarg; break;
 		case O_TOP: {
 			char *e;
 			long x = strtol(optarg, &e, 10);
@@ -363,6 +376,20 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return DSMT_EXIT_USAGE;
 	}
+	if ((htmlpath || snappath) && (dump || summary || whatif)) {
+		fprintf(stderr, "dsmemdecode: --%s does not go with --%s\n", htmlpath ? "html" : "torch-snapshot",
+			dump ? "dump" : summary ? "summary" : "what-if");
+		return DSMT_EXIT_USAGE;
+	}
+	if (snappath && argc - optind != 1) {
+		fprintf(stderr, "dsmemdecode: --torch-snapshot wants the trace of one process, not %d files\n",
+			argc - optind);
+		return DSMT_EXIT_USAGE;
+	}
+	o.series = htmlpath != NULL;
+	o.tsnap = snappath != NULL;
+	if (htmlpath && !o.top)
+		o.top = 10; /* the page lists the top sites at each peak */
 	/* attribution: what the JSON report and the table's --breakdown show */
 	o.attrib = !strcmp(fmt, "json") || breakdown || o.top || summary || whatif; /* summary, what-if: breakdowns */
 	o.timeline = perfetto != NULL;
@@ -375,13 +402,20 @@ int main(int argc, char **argv)
 		fputs("dsmemdecode: --perfetto needs a decode, not --dump\n", stderr);
 		return DSMT_EXIT_USAGE;
 	}
-	FILE *out = stdout, *pf = NULL;
+	FILE *out = stdout, *pf = NULL, *html = NULL, *snap = NULL;
 	if (outpath && !(out = fopen(outpath, "w"))) {
 		perror(outpath);
 		return DSMT_EXIT_USAGE;
 	}
 	if (perfetto && !(pf = fopen(perfetto, "w"))) {
 		fprintf(stderr, "dsmemdecode: --perfetto %s: %s\n", perfetto, strerror(errno));
+		return DSMT_EXIT_USAGE;
+	}
+	if ((htmlpath && !(html = fopen(htmlpath, "w"))) || (snappath && !(snap = fopen(snappath, "wb")))) {
+		fprintf(stderr, "dsmemdecode: cannot write %s: %s\n", html || !htmlpath ? snappath : htmlpath,
+			strerror(errno));
+		if (html)
+			fclose(html);
 		return DSMT_EXIT_USAGE;
 	}
 	int code = DSMT_EXIT_OK;
@@ -401,7 +435,13 @@ int main(int argc, char **argv)
 		struct dsmt_process *ps;
 		size_t n = decode_all(argv + optind, (size_t)nfiles, &o, &ps, &code);
 		if (code != DSMT_EXIT_USAGE) {
-			if (whatif) {
+			dsmt_sort_processes(ps, n);
+			if (html || snap) {
+				if (html)
+					dsmt_write_html(html, ps, n);
+				if (snap && n)
+					dsmt_write_torch_snapshot(snap, &ps[0]);
+			} else if (whatif) {
 				int r = dsmt_write_whatif(out, ps, n, whatif, !strcmp(fmt, "json"), stderr);
 				if (r > code)
 					code = r;
@@ -422,6 +462,14 @@ int main(int argc, char **argv)
 			}
 		}
 		free_all(ps, n);
+	}
+	if (html && (fflush(html) | ferror(html) | fclose(html))) {
+		fprintf(stderr, "dsmemdecode: writing %s failed\n", htmlpath);
+		code = DSMT_EXIT_BAD;
+	}
+	if (snap && (fflush(snap) | ferror(snap) | fclose(snap))) {
+		fprintf(stderr, "dsmemdecode: writing %s failed\n", snappath);
+		code = DSMT_EXIT_BAD;
 	}
 	if (fflush(out) || (out != stdout && fclose(out))) {
 		perror(outpath ? outpath : "stdout");

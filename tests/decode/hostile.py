@@ -200,6 +200,15 @@ for i in range(len(data)):
         name="attrib_loop byte %d flipped" % i)
     if i % 4 == 0:
         run(["--breakdown", "--top", "2", "flip.zst"], {0, 2}, name="--breakdown attrib_loop byte %d" % i)
+    if i % 3 == 0:  # the replay's log: --html and --torch-snapshot
+        run(["--html", "flip.html", "--torch-snapshot", "flip.pickle", "flip.zst"], {0, 2},
+            name="--html --torch-snapshot attrib_loop byte %d" % i)
+for case in ("twodev", "drv_vmm", "pause_resync", "drv_torch_async"):
+    subprocess.run([MK, os.path.join(SRC, case + ".txt"), os.path.join(WORK, case + ".zst")], check=True)
+    data = open(os.path.join(WORK, case + ".zst"), "rb").read()
+    for cut in range(0, len(data), 3):
+        run(["--html", "cut.html", "--torch-snapshot", "cut.pickle", write("cut.zst", data[:cut])], {0, 2},
+            name="--html --torch-snapshot %s cut at %d" % (case, cut))
 
 # --- a trace whose frames reference their history: every cut, flipped bytes ---
 # (a flip in frame k may make frame k+1 undecodable too: reported as damage)
