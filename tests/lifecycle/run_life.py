@@ -20,8 +20,9 @@ their first allocation: no file, or one that decodes.  LIFE_SEED=N repeats
 a run's delays.
 
 sigkill --bench FILE appends the gaps (one JSON line: date, seed, trials,
-min/median/max and every gap) to FILE (bench/sigkill_gap.jsonl from the
-suite); they are measured, never asserted.
+min/median/max and every gap) to FILE (BUILD/bench/sigkill_gap.jsonl from
+the suite; figures of record: bench/sigkill_gap.jsonl); they are measured,
+never asserted.
 
 Faults (issue 8):
   threads      256 threads allocate and free for 10 s under the preload: it
