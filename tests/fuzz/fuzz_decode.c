@@ -19,6 +19,7 @@
  * Built only with clang (-Dfuzz=enabled, tests/fuzz/meson.build); run by
  * tests/fuzz/run_fuzz.sh (bounded, in CI) and by hand for the long run
  * (docs/validation.md). */
+#include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,18 @@ static void set_input(const uint8_t *data, size_t size)
 }
 
 #include "recbuild.h"
+
+/* The decoder's buffers (a 1 MiB frame window per file...) would be fresh
+ * mmaps, page-faulted in and unmapped again for every input: kept on the
+ * heap instead (glibc malloc; the sanitizers' allocators ignore this). */
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	mallopt(M_MMAP_THRESHOLD, 256 << 20);
+	mallopt(M_TRIM_THRESHOLD, 512 << 20);
+	return 0;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
