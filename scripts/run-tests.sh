@@ -20,7 +20,7 @@ dsmt_build "$build"
 
 # UBSan stops at the first report; ASan's leak check is on (a leak fails)
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=1
-export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 DSMT_SANITIZED=1 DSMT_HOSTILE_STRIDE=8
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 DSMT_SANITIZED=1 DSMT_HOSTILE_STRIDE=16
 san=${DSMT_SAN_BUILD_DIR:-build-san}
 if command -v clang >/dev/null; then
 	CC=clang dsmt_build "$san" -Db_sanitize=address,undefined -Db_lundef=false
@@ -29,7 +29,7 @@ else
 	dsmt_build "$san" -Db_sanitize=address,undefined -Db_lundef=false
 fi
 echo "== ASan+UBSan: unit, decode, fuzz ($san)"
-"$MESON" test -C "$san" --print-errorlogs --num-processes "$(nproc)" --suite unit --suite decode --suite fuzz \
+"$MESON" test -C "$san" --print-errorlogs --num-processes "$(nproc)" --timeout-multiplier 3 --suite unit --suite decode --suite fuzz \
 	--no-suite symbol
 tsan=${DSMT_TSAN_BUILD_DIR:-build-tsan}
 dsmt_build_targets "$tsan" "tests/tracer/tracer_threads decode/dsmemdecode" -Db_sanitize=thread -Db_lundef=false

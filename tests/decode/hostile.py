@@ -12,7 +12,7 @@ import sys
 
 MK, DEC, SRC, WORK = [os.path.abspath(a) for a in sys.argv[1:5]]
 # every STRIDE-th cut point and byte (DSMT_HOSTILE_STRIDE; scripts/run-tests.sh
-# sets 8 for the sanitizer builds, where the fuzzer covers the rest)
+# sets 16 for the sanitizer builds, where the fuzzer covers the rest)
 STRIDE = max(1, int(os.environ.get("DSMT_HOSTILE_STRIDE", "1")))
 fails = []
 
