@@ -15,8 +15,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/ensure-deps.sh"
 cd "$dsmt_root"
 build=${DSMT_BUILD_DIR:-build}
 dsmt_build "$build"
-"$MESON" test -C "$build" --print-errorlogs --num-processes "$(nproc)" "$@"
-[ $# -eq 0 ] && [ "${DSMT_SANITIZERS:-1}" != 0 ] || exit 0
+if [ $# -gt 0 ]; then
+	exec "$MESON" test -C "$build" --print-errorlogs --num-processes "$(nproc)" "$@"
+fi
+# everything but valgrind here (it runs below, with the sanitizer jobs)
+"$MESON" test -C "$build" --print-errorlogs --num-processes "$(nproc)" --no-suite valgrind
+[ "${DSMT_SANITIZERS:-1}" != 0 ] || exit 0
 
 # UBSan stops at the first report; ASan's leak check is on (a leak fails)
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=1
