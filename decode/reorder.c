@@ -2,6 +2,25 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+/* The ring is a private anonymous mapping: zero pages until an event is held
+ * there, so its bound (DSMT_REORDER_MAX, 1 GiB) is address space, not memory.
+ * A hostile trace whose seqs jump 16 Mi ahead costs nothing but the pages of
+ * the events it holds.  calloc gave the same only while glibc skipped the
+ * memset of a fresh mmap chunk: under MALLOC_PERTURB_ (meson test sets it)
+ * it wrote all 1 GiB (found by the fuzzer: tests/decode/fuzz-regressions). */
+static struct dsmt_event *ring_alloc(size_t n)
+{
+	void *p = mmap(NULL, n * sizeof(struct dsmt_event), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void ring_release(struct dsmt_event *ring, size_t n)
+{
+	if (ring)
+		munmap(ring, n * sizeof(*ring));
+}
 
 void dsmt_reorder_init(struct dsmt_reorder *r, size_t max_entries)
 {
@@ -12,7 +31,7 @@ void dsmt_reorder_init(struct dsmt_reorder *r, size_t max_entries)
 
 void dsmt_reorder_free(struct dsmt_reorder *r)
 {
-	free(r->ring);
+	ring_release(r->ring, r->cap);
 	r->ring = NULL;
 	r->cap = 0;
 	r->held = 0;
@@ -44,7 +63,7 @@ int dsmt_reorder_room(struct dsmt_reorder *r, uint64_t seq)
 		return -1;
 	if (ncap == r->cap)
 		return 0;
-	struct dsmt_event *nr = calloc(ncap, sizeof(*nr));
+	struct dsmt_event *nr = ring_alloc(ncap);
 	if (!nr)
 		return -1;
 	if (r->held) {
@@ -54,7 +73,7 @@ int dsmt_reorder_room(struct dsmt_reorder *r, uint64_t seq)
 				nr[s & (ncap - 1)] = *e;
 		}
 	}
-	free(r->ring);
+	ring_release(r->ring, r->cap);
 	r->ring = nr;
 	r->cap = ncap;
 	return 0;

@@ -192,7 +192,7 @@ static int find_cupti(struct dl_phdr_info *info, size_t size, void *arg)
 
 static void *open_cupti(void)
 {
-	const char *e = getenv("DSMEMTRACE_CUPTI_LIB");
+	const char *e = secure_getenv("DSMEMTRACE_CUPTI_LIB");
 	if (e && *e)
 		return dlopen(e, RTLD_NOW | RTLD_LOCAL);
 	struct find_arg a = {{0}};
@@ -220,7 +220,7 @@ static const char *result_str(CUptiResult r)
 /* the library named by a foreign CUDA_INJECTION64_PATH, or NULL */
 static const char *foreign_injection(void)
 {
-	const char *p = getenv("CUDA_INJECTION64_PATH");
+	const char *p = secure_getenv("CUDA_INJECTION64_PATH");
 	if (!p || !*p || !strcmp(p, dsmt_cfg.self_path))
 		return NULL;
 	return p;
@@ -275,7 +275,7 @@ static void setup(void)
 		cu.cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, cbids[i]);
 	cu.cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
 	cu.cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
-	const char *st = getenv("DSMEMTRACE_CUPTI_STATICS");
+	const char *st = secure_getenv("DSMEMTRACE_CUPTI_STATICS");
 	if (!(st && !strcmp(st, "0")) && cu.cuptiActivityRegisterCallbacks(buf_request, buf_complete) == CUPTI_SUCCESS &&
 	    cu.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY2) == CUPTI_SUCCESS) {
 		statics_on = 1;

@@ -323,9 +323,9 @@ DRV_FUNCS(X)
 
 void dsmt_driver_config(void)
 {
-	const char *e = getenv("DSMEMTRACE_NO_DLSYM");
+	const char *e = secure_getenv("DSMEMTRACE_NO_DLSYM");
 	dsmt_no_dlsym = e && *e && strcmp(e, "0") != 0;
-	e = getenv("DSMEMTRACE_CUPTI");
+	e = secure_getenv("DSMEMTRACE_CUPTI");
 	dsmt_no_cupti = e && !strcmp(e, "0");
 	real_dlsym();
 }

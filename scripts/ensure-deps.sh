@@ -48,6 +48,18 @@ dsmt_missing_optional() {
 	if [ ! -f /usr/include/elfutils/libdwfl.h ] && ! pkg-config --exists libdw 2>/dev/null; then
 		echo libdw-dev
 	fi
+	# the test command's sanitizer and fuzz jobs (scripts/run-tests.sh):
+	# clang with libFuzzer (Debian: libclang-rt-14-dev), valgrind
+	if [ -n "${DSMT_WANT_TEST_TOOLS:-}" ]; then
+		command -v clang >/dev/null || echo clang
+		if command -v clang >/dev/null && ! echo 'int LLVMFuzzerTestOneInput(const char*d,unsigned long n){return 0;}' |
+			clang -x c -fsanitize=fuzzer -o /dev/null - 2>/dev/null; then
+			echo "libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev"
+		elif ! command -v clang >/dev/null; then
+			echo libclang-rt-14-dev
+		fi
+		command -v valgrind >/dev/null || echo valgrind
+	fi
 }
 
 mapfile -t _dsmt_pkgs < <(dsmt_missing_pkgs)
@@ -56,9 +68,9 @@ if [ ${#_dsmt_opt[@]} -gt 0 ]; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 		_dsmt_pkgs+=("${_dsmt_opt[@]}")
 	else
-		echo "dsmemtrace setup: optional ${_dsmt_opt[*]} (elfutils) not installed: dsmemdecode will show module+offset" \
-			"instead of function and file:line for native frames; to get them: sudo apt-get install -y ${_dsmt_opt[*]}" \
-			"(Fedora/RHEL: elfutils-devel)" >&2
+		echo "dsmemtrace setup: optional ${_dsmt_opt[*]} not installed (libdw-dev: dsmemdecode shows module+offset" \
+			"instead of function and file:line; clang, libclang-rt-*-dev, valgrind: the test command skips its" \
+			"fuzz and valgrind jobs); to get them: sudo apt-get install -y ${_dsmt_opt[*]}" >&2
 	fi
 fi
 dsmt_install "${_dsmt_pkgs[@]}"
@@ -115,4 +127,17 @@ dsmt_build() {
 			dsmt_die "meson setup failed (see $b/meson-logs/meson-log.txt)"
 	fi
 	"$NINJA" -C "$b" >/dev/null || "$NINJA" -C "$b" || dsmt_die "build failed"
+}
+
+# dsmt_build_targets BUILD_DIR "TARGETS" [meson options...]: configure once,
+# then build only those targets
+dsmt_build_targets() {
+	local b=$1 t=$2
+	shift 2
+	if [ ! -f "$b/build.ninja" ]; then
+		"$MESON" setup "$b" "$dsmt_root" -Dtoolkit_dir="$CUDA_HOME" "$@" >/dev/null ||
+			dsmt_die "meson setup failed (see $b/meson-logs/meson-log.txt)"
+	fi
+	# shellcheck disable=SC2086
+	"$NINJA" -C "$b" $t >/dev/null || "$NINJA" -C "$b" $t || dsmt_die "build failed"
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -95,6 +96,18 @@ void dsmt_config_init(void)
 	clock_gettime(CLOCK_REALTIME, &rt);
 	dsmt_cfg.start_mono_ns = dsmt_now_ns();
 	dsmt_cfg.start_real_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+	/* A set-user-ID or set-group-ID program (or one with file capabilities):
+	 * the environment belongs to someone less privileged.  The library does
+	 * nothing at all — no file, no environment variable, no message — as if
+	 * DSMEMTRACE_DISABLE=1 (hooks only forward).  secure_getenv would return
+	 * NULL for every setting, which would still trace into the working
+	 * directory with the program's privileges. */
+	if (getauxval(AT_SECURE)) {
+		dsmt_cfg.secure = 1;
+		dsmt_cfg.disabled = 1;
+		snprintf(dsmt_cfg.dir, sizeof dsmt_cfg.dir, "/nonexistent");
+		return;
+	}
 	const char *dir = secure_getenv("DSMEMTRACE_DIR");
 	snprintf(dsmt_cfg.dir, sizeof dsmt_cfg.dir, "%s", dir && *dir ? dir : ".");
 	dsmt_cfg.flush_ms = (unsigned)env_long("DSMEMTRACE_FLUSH_MS", 200, 1, 60000);
@@ -107,6 +120,19 @@ void dsmt_config_init(void)
 	dsmt_cfg.ring_bytes = cap;
 	dsmt_cfg.max_buffer_bytes = (uint64_t)env_long("DSMEMTRACE_MAX_BUFFER_MB", 1024, 1, 1 << 20) << 20;
 	dsmt_cfg.disabled = (int)env_long("DSMEMTRACE_DISABLE", 0, 0, 1);
+	dsmt_cfg.file_mode = 0600;
+	const char *fm = secure_getenv("DSMEMTRACE_FILE_MODE");
+	if (fm && *fm) {
+		char *end;
+		errno = 0;
+		unsigned long m = strtoul(fm, &end, 8);
+		if (errno || *end || m > 0777 || !(m & 0200))
+			dsmt_warn("ignoring DSMEMTRACE_FILE_MODE=%s (expected octal permissions with the owner's write bit, "
+				  "e.g. 0640); the trace is written with mode 0600",
+				  fm);
+		else
+			dsmt_cfg.file_mode = (unsigned)m;
+	}
 	const char *ts = secure_getenv("DSMEMTRACE_TOGGLE_SIGNAL");
 	if (ts && *ts) {
 		int sig = 0;

@@ -31,6 +31,8 @@ struct dsmt_config {
 	uint64_t max_buffer_bytes; /* DSMEMTRACE_MAX_BUFFER_MB: all segments together */
 	int disabled;         /* DSMEMTRACE_DISABLE=1, or a fatal condition */
 	int toggle_signal;    /* DSMEMTRACE_TOGGLE_SIGNAL, 0 = none */
+	unsigned file_mode;   /* DSMEMTRACE_FILE_MODE (octal), default 0600 */
+	int secure;           /* AT_SECURE (setuid/setgid...): the library does nothing */
 	char self_path[4096]; /* absolute path of this library */
 	uint64_t start_mono_ns, start_real_ns;
 };

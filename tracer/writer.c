@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -60,8 +62,27 @@ static void emit(uint8_t type, const struct dsmt_recbuf *rb)
 		raw_len += dsmt_rec_finish(raw + raw_len, type, rb);
 }
 
+static uint64_t out_bytes; /* written to the trace so far */
+
+/* Writing past RLIMIT_FSIZE would send SIGXFSZ to the process — a signal
+ * aimed at the whole process, whose default action kills the program (our
+ * thread blocks it; another thread takes it).  So the limit is checked
+ * first, every write (the program may lower it), and the trace stops short
+ * of it. */
+static int beyond_fsize_limit(size_t n)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 0;
+	return out_bytes + n > (uint64_t)rl.rlim_cur;
+}
+
 static int write_all(const void *p, size_t n)
 {
+	if (beyond_fsize_limit(n)) {
+		errno = EFBIG;
+		return -1;
+	}
 	const uint8_t *b = p;
 	while (n) {
 		ssize_t w = write(out_fd, b, n);
@@ -71,13 +92,19 @@ static int write_all(const void *p, size_t n)
 			return -1;
 		b += w;
 		n -= (size_t)w;
+		out_bytes += (uint64_t)w;
 	}
 	return 0;
 }
 
 static void fail(const char *what)
 {
-	dsmt_warn("%s: %s; tracing stops here (the program continues)", what, strerror(errno));
+	if (errno == EFBIG)
+		dsmt_warn("%s: the file size limit (ulimit -f, RLIMIT_FSIZE) is reached; tracing stops here "
+			  "(the program continues)",
+			  what);
+	else
+		dsmt_warn("%s: %s; tracing stops here (the program continues)", what, strerror(errno));
 	dsmt_cfg.disabled = 1;
 	if (out_fd >= 0)
 		close(out_fd);
@@ -588,7 +615,7 @@ static void emit_sample(int dev, unsigned flags, uint64_t proc, uint64_t used, u
 static void maybe_sample(uint64_t now)
 {
 	if (sample_every_ns == ~0ull) {
-		const char *e = getenv("DSMEMTRACE_SAMPLE_MS");
+		const char *e = secure_getenv("DSMEMTRACE_SAMPLE_MS");
 		long ms = e && *e ? strtol(e, NULL, 10) : 1000;
 		sample_every_ns = ms > 0 ? (uint64_t)ms * 1000000ull : 0;
 	}
@@ -619,7 +646,7 @@ static uint64_t page_bytes;
 static void maybe_host_sample(uint64_t now)
 {
 	if (host_every_ns == ~0ull) {
-		const char *e = getenv("DSMEMTRACE_HOST_SAMPLE_MS");
+		const char *e = secure_getenv("DSMEMTRACE_HOST_SAMPLE_MS");
 		long ms = e && *e ? strtol(e, NULL, 10) : 100;
 		host_every_ns = ms > 0 ? (uint64_t)ms * 1000000ull : 0;
 		long pg = sysconf(_SC_PAGESIZE);
@@ -700,7 +727,7 @@ static void meta_u(const char *k, unsigned long long v)
 static const char *env_first(const char *const *names)
 {
 	for (; *names; names++) {
-		const char *v = getenv(*names);
+		const char *v = secure_getenv(*names);
 		if (v && *v)
 			return v;
 	}
@@ -721,14 +748,15 @@ static int open_trace_tmp(char *tmp, size_t cap)
 {
 	/* an unnamed file where the filesystem can (nothing is left behind by a
 	 * SIGKILL before it is named), else a hidden temporary name */
-	int fd = open(dsmt_cfg.dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+	mode_t mode = dsmt_cfg.file_mode ? (mode_t)dsmt_cfg.file_mode : 0600;
+	int fd = open(dsmt_cfg.dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, mode);
 	if (fd >= 0) {
 		snprintf(tmp, cap, "/proc/self/fd/%d", fd);
 		return fd;
 	}
 	snprintf(tmp, cap, "%s/.dsmemtrace.%d.%llx.tmp", dsmt_cfg.dir, (int)getpid(),
 		 (unsigned long long)dsmt_now_ns());
-	return open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	return open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 }
 
 /* Removes a temporary trace that never got its name (an unnamed O_TMPFILE
@@ -739,8 +767,34 @@ static void drop_tmp(const char *tmp)
 		unlink(tmp);
 }
 
+/* What holds a name the trace could not take: NULL for an earlier trace
+ * (an exec'd image of this process, a pid seen in an earlier run: a numeric
+ * suffix is expected there), else a description for the one stderr line.
+ * Looks without following links or blocking on a FIFO. */
+static const char *squatter(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) != 0)
+		return NULL;
+	if (S_ISLNK(st.st_mode))
+		return "a symbolic link";
+	if (!S_ISREG(st.st_mode))
+		return "something other than a regular file";
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	uint8_t b[8 + DSMT_MAGIC_LEN];
+	ssize_t n = fd >= 0 ? pread(fd, b, sizeof b, 0) : -1;
+	if (fd >= 0)
+		close(fd);
+	uint32_t magic = DSMT_SKIPPABLE_MAGIC;
+	if (n == (ssize_t)sizeof b && !memcmp(b, &magic, 4) && !memcmp(b + 8, DSMT_MAGIC, DSMT_MAGIC_LEN))
+		return NULL;
+	return "a file that is not a dsmemtrace trace";
+}
+
 static int publish_trace(const char *tmp, char *path, size_t cap)
 {
+	char taken[2048] = "";
+	const char *what = NULL;
 	char host[256] = "unknown";
 	gethostname(host, sizeof host - 1);
 	for (char *c = host; *c; c++)
@@ -762,10 +816,15 @@ static int publish_trace(const char *tmp, char *path, size_t cap)
 		if (rc == 0) {
 			if (!unnamed)
 				unlink(tmp); /* fails harmlessly after a rename */
+			if (what)
+				dsmt_warn("%s is %s: left alone (never followed or replaced); this trace is %s", taken, what,
+					  path);
 			return 0;
 		}
 		if (errno != EEXIST)
 			return -1;
+		if (i == 0 && (what = squatter(path)))
+			snprintf(taken, sizeof taken, "%s", path);
 	}
 	errno = EEXIST;
 	return -1;
@@ -869,16 +928,16 @@ static unsigned long long proc_start(int pid)
  * own pid and own start time. */
 static void run_id(char *out, size_t cap, const char *host)
 {
-	const char *v = getenv("DSMEMTRACE_RUN_ID");
+	const char *v = secure_getenv("DSMEMTRACE_RUN_ID");
 	if (!v || !*v)
-		v = getenv("TORCHELASTIC_RUN_ID");
+		v = secure_getenv("TORCHELASTIC_RUN_ID");
 	if (v && *v) {
 		snprintf(out, cap, "%s", v);
 		return;
 	}
-	const char *job = getenv("SLURM_JOB_ID");
+	const char *job = secure_getenv("SLURM_JOB_ID");
 	if (job && *job) {
-		const char *step = getenv("SLURM_STEP_ID");
+		const char *step = secure_getenv("SLURM_STEP_ID");
 		snprintf(out, cap, "slurm-%s.%s", job, step && *step ? step : "0");
 		return;
 	}
@@ -954,7 +1013,10 @@ static void *writer_main(void *arg)
 	char path[2048], tmp[2048];
 	out_fd = open_trace_tmp(tmp, sizeof tmp);
 	if (out_fd < 0) {
-		fail("cannot create the trace file in DSMEMTRACE_DIR");
+		char what[1200];
+		snprintf(what, sizeof what, "cannot create a trace file in %s%s", dsmt_cfg.dir,
+			 secure_getenv("DSMEMTRACE_DIR") ? "" : " (the working directory; DSMEMTRACE_DIR sets another)");
+		fail(what);
 		ack_flush(~0ull >> 1);
 		return NULL;
 	}
@@ -974,7 +1036,9 @@ static void *writer_main(void *arg)
 		return NULL;
 	}
 	if (publish_trace(tmp, path, sizeof path) != 0) {
-		fail("cannot name the trace file in DSMEMTRACE_DIR");
+		char what[1200];
+		snprintf(what, sizeof what, "cannot name the trace file in %s", dsmt_cfg.dir);
+		fail(what);
 		drop_tmp(tmp);
 		ack_flush(~0ull >> 1);
 		return NULL;

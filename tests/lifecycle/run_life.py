@@ -19,12 +19,47 @@ the last FLUSH and the kill is printed.  Then --early runs killed right after
 their first allocation: no file, or one that decodes.  LIFE_SEED=N repeats
 a run's delays.
 
+sigkill --bench FILE appends the gaps (one JSON line: date, seed, trials,
+min/median/max and every gap) to FILE (BUILD/bench/sigkill_gap.jsonl from
+the suite; figures of record: bench/sigkill_gap.jsonl); they are measured,
+never asserted.
+
+Faults (issue 8):
+  threads      256 threads allocate and free for 10 s under the preload: it
+               ends (no deadlock), and the decoder's allocs, frees, peak and
+               end allocated equal the program's own counts and its
+               allocator's counters, with no lost or missing event.
+  diskfull     the trace directory fills up (a 256 KiB tmpfs when one can be
+               mounted; always RLIMIT_FSIZE 64 KiB): the program's status and
+               stdout are unchanged, stderr gains exactly one dsmemtrace line,
+               the process is not killed by SIGXFSZ, and what was written
+               decodes.
+  unwritable   DSMEMTRACE_DIR unwritable (as uid 65534 when root), missing,
+               or a regular file: same status and stdout, one stderr line
+               naming the directory, no file anywhere.
+  squat        the trace's own name already taken by a symbolic link (to a
+               file outside) or by a file that is not a trace: neither is
+               followed, replaced or written; one stderr line names both;
+               the trace goes to NAME.1.zst, mode 0600 (DSMEMTRACE_FILE_MODE
+               0640: 0640).
+  mp-spawn     Python multiprocessing (spawn) children allocating through the
+               stand-in torch: one file per process, each holding exactly its
+               own process's allocations.
+  setuid       victim_secure (victim_life linked against the library, so the
+               loader maps it even where it ignores LD_PRELOAD) set-user-ID
+               and set-group-ID to 65534: runs in secure mode and behaves
+               exactly as victim_life does (no file anywhere, no environment
+               set, no message); not set-ID, the same binary traces (control).
+               Needs root and a filesystem without nosuid, else exit 77.
+
 Scenarios: exit sigterm sigint sigsegv sigabrt own-handler ignored fork spawn
-exec sigkill runid pause toggle nofile-signal.
+exec sigkill runid pause toggle nofile-signal threads diskfull unwritable squat
+mp-spawn setuid.
 
 Exit status 0 pass, 1 fail, 77 skip.
 """
 import argparse
+import json
 import os
 import random
 import re
@@ -89,8 +124,10 @@ def base_env(libdir):
     return env
 
 
-def preexec(ignore=()):
+def preexec(ignore=(), pre=None):
     def f():
+        if pre:
+            pre()
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR2, signal.SIGSEGV, signal.SIGABRT,
                   signal.SIGPIPE):
             signal.signal(s, signal.SIG_DFL)
@@ -112,7 +149,8 @@ class Ctx:
         self.host = socket.gethostname().replace("/", "_")
         self.n = 0
 
-    def run(self, label, argv, traced, env=None, send=None, ignore=(), log=True, timeout=30, kill_after=None):
+    def run(self, label, argv, traced, env=None, send=None, ignore=(), log=True, timeout=30, kill_after=None,
+            pre=None, exe=None, tdir=None):
         """Runs the victim in a fresh directory (cwd) with its log there and,
         when traced, DSMEMTRACE_DIR=<dir>/traces.  send: a signal the driver
         sends once the victim printed "ready".  kill_after: seconds after
@@ -121,9 +159,10 @@ class Ctx:
         d = os.path.join(self.tmp, "%02d-%s" % (self.n, label))
         os.makedirs(d)
         r = Run()
-        r.label, r.dir, r.tdir, r.log = label, d, os.path.join(d, "traces"), os.path.join(d, "log")
-        os.mkdir(r.tdir)
-        cmd = [self.a.victim] + argv + (["--log", r.log] if log else [])
+        r.label, r.dir, r.tdir, r.log = label, d, tdir or os.path.join(d, "traces"), os.path.join(d, "log")
+        if not tdir:
+            os.mkdir(r.tdir)
+        cmd = [exe or self.a.victim] + argv + (["--log", r.log] if log else [])
         e = dict(self.env0)
         if traced:
             e["LD_PRELOAD"] = self.a.preload
@@ -131,7 +170,7 @@ class Ctx:
         e.update(env or {})
         r.cmd = cmd
         r.env = {k: v for k, v in e.items() if k not in os.environ or os.environ[k] != v}
-        p = Proc(cmd, env=e, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=preexec(ignore))
+        p = Proc(cmd, env=e, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=preexec(ignore, pre))
         r.pid = p.pid
         r.t_start = time.monotonic_ns()
         first = b""
@@ -573,6 +612,18 @@ def sc_sigkill(ctx):
         gaps.sort()
         note("gap between the last FLUSH and the kill: min %.1f ms, median %.1f ms, max %.1f ms (%d trials)"
              % (gaps[0], gaps[len(gaps) // 2], gaps[-1], len(gaps)))
+        if ctx.a.bench:
+            rec = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": socket.gethostname(),
+                   "nproc": os.cpu_count(), "seed": ctx.a.seed, "trials": trials, "flushed": len(gaps),
+                   "flush_ms": [20, 50], "gap_ms_min": round(gaps[0], 2),
+                   "gap_ms_median": round(gaps[len(gaps) // 2], 2), "gap_ms_max": round(gaps[-1], 2),
+                   "gaps_ms": [round(g, 2) for g in gaps]}
+            try:
+                with open(ctx.a.bench, "a") as f:
+                    f.write(json.dumps(rec) + "\n")
+                note("gaps appended to %s" % ctx.a.bench)
+            except OSError as e:
+                note("cannot append to %s: %s" % (ctx.a.bench, e))
     note("%d of %d logged events were before the last flush (and checked); %d trials without a file"
          % (covered, total, nofile))
     if trials >= 10 and len(gaps) < trials // 2:
@@ -791,11 +842,359 @@ def sc_nofile_signal(ctx):
             fail("%s: a process that never allocated left %s" % (r.label, files))
 
 
+
+# ---- faults (issue 8) -------------------------------------------------------------
+
+def dsmt_lines(err):
+    return [l for l in err.splitlines() if l.startswith("dsmemtrace[")]
+
+
+def same_but_one_line(ctx, ref, r, must=()):
+    """r behaved like ref (status, stdout, stderr) except for exactly one
+    dsmemtrace line on stderr, which holds every string in `must`."""
+    ok = ctx.same(ref, r, stderr=False)
+    extra = dsmt_lines(r.err)
+    rest = "\n".join(l for l in r.err.splitlines() if not l.startswith("dsmemtrace["))
+    if rest != "\n".join(ref.err.splitlines()):
+        fail("%s: stderr differs beyond dsmemtrace's own lines:\n%s" % (r.label, r.err))
+        ok = False
+    if len(extra) != 1:
+        fail("%s: %d dsmemtrace lines on stderr, expected exactly one:\n%s\n  command: %s"
+             % (r.label, len(extra), r.err, ctx.cmdline(r)))
+        return False
+    for m in must:
+        if m not in extra[0]:
+            fail("%s: the stderr line does not say %r: %s" % (r.label, m, extra[0]))
+            ok = False
+    note("%s: %s" % (r.label, extra[0]))
+    return ok
+
+
+def json_report(ctx, path, label):
+    p = subprocess.run([ctx.a.decoder, "-v", "--format", "json", path], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=300)
+    err = p.stderr.decode(errors="replace")
+    if p.returncode != 0:
+        fail("%s: `%s --format json %s` exited %d: %s" % (label, ctx.a.decoder, path, p.returncode, err[:500]))
+        return None, err
+    return json.loads(p.stdout), err
+
+
+def sc_threads(ctx):
+    n, secs = ctx.a.threads, ctx.a.secs
+    r = ctx.run("threads", ["threads", "--n", str(n), "--secs", str(secs)], True, log=False,
+                timeout=secs + 110)
+    if r.status != 0 or r.err:
+        fail("%s: %s, stderr %r (a deadlock ends in the timeout)\n  command: %s"
+             % (r.label, describe(r.status), r.err, ctx.cmdline(r)))
+        return
+    m = re.search(r"threads (\d+): (\d+) allocs, (\d+) frees, (\d+) bytes\nallocator: peak (\d+), end (\d+)", r.out)
+    if not m:
+        fail("%s: unexpected output %r" % (r.label, r.out))
+        return
+    nt, allocs, frees, _, peak, end = (int(x) for x in m.groups())
+    if not ctx.expect_files(r, [ctx.name(r.pid)]):
+        return
+    doc, err = json_report(ctx, os.path.join(r.tdir, ctx.name(r.pid)), r.label)
+    if doc is None:
+        return
+    p = doc["processes"][0]
+    rows = [s for k in ("init", "steps", "tail") for s in p[k] if s["device"] == 0]
+    got = (sum(s["allocs"] for s in rows), sum(s["frees"] for s in rows),
+           max(s["peak_allocated"] for s in rows), rows[-1]["end_allocated"])
+    if got != (allocs, frees, peak, end):
+        fail("%s: the decoder says %d allocs, %d frees, peak %d, end %d; the program made %d allocs, %d frees, "
+             "its allocator's peak %d, end %d" % ((r.label,) + got + (allocs, frees, peak, end)))
+    if p["lost_events"] or p["missing_events"] or p["truncated"] or p["damaged"]:
+        fail("%s: lost %s, missing %s, truncated %s, damaged %s" % (r.label, p["lost_events"], p["missing_events"],
+                                                                  p["truncated"], p["damaged"]))
+    if " 0 disagreements" not in err:
+        fail("%s: the totals cross-check disagrees: %s" % (r.label, err))
+    note("%d threads, %d s: %d allocs, %d frees, peak %d bytes, %d events, trace %d bytes"
+         % (nt, secs, allocs, frees, peak, p["events"], os.path.getsize(os.path.join(r.tdir, ctx.name(r.pid)))))
+
+
+def try_tmpfs(path, size):
+    if os.geteuid() != 0:
+        return False
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d,mode=0777" % size, "dsmt-full", path],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return p.returncode == 0
+
+
+def check_partial(ctx, r, label):
+    files = ctx.files(r)
+    if len(files) > 1:
+        fail("%s: files %s" % (label, files))
+    for f in files:
+        t = ctx.decode(os.path.join(r.tdir, f), label)
+        if t.rc != 0:
+            fail("%s: what was written (%s, %d bytes) does not decode: exit %d: %s"
+                 % (label, f, os.path.getsize(os.path.join(r.tdir, f)), t.rc, t.err.strip()))
+        else:
+            note("%s: %s, %d bytes, %d events decoded" % (label, f, os.path.getsize(os.path.join(r.tdir, f)),
+                                                         len(t.events)))
+    return files
+
+
+def sc_diskfull(ctx):
+    argv = ["threads", "--n", "4", "--ops", "50000"]
+    ref = ctx.run("full-plain", argv, False, log=False)
+    if ref.status != 0:
+        fail("%s: %s %r" % (ref.label, describe(ref.status), ref.err))
+        return
+    mechanisms = 0
+    # a small tmpfs as DSMEMTRACE_DIR
+    d = os.path.join(ctx.tmp, "tmpfs")
+    os.mkdir(d)
+    if try_tmpfs(d, 256 * 1024):
+        mechanisms += 1
+        try:
+            r = ctx.run("full-tmpfs", argv, True, log=False, tdir=d, env={"DSMEMTRACE_FLUSH_MS": "5"})
+            if same_but_one_line(ctx, ref, r, ("No space left on device", "the program continues")):
+                check_partial(ctx, r, r.label)
+        finally:
+            subprocess.run(["umount", d])
+    else:
+        note("diskfull: cannot mount a tmpfs here (not root, or no CAP_SYS_ADMIN): RLIMIT_FSIZE only")
+    # RLIMIT_FSIZE (ulimit -f): past it the kernel would send SIGXFSZ
+    import resource
+    for limit in (64 * 1024, 2048):
+        def lim(limit=limit):
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+        ref2 = ctx.run("fsize-plain-%d" % limit, argv, False, log=False, pre=lim)
+        r = ctx.run("fsize-%d" % limit, argv, True, log=False, pre=lim, env={"DSMEMTRACE_FLUSH_MS": "5"})
+        mechanisms += 1
+        if os.WIFSIGNALED(r.status) and os.WTERMSIG(r.status) == signal.SIGXFSZ:
+            fail("%s: the program was killed by SIGXFSZ (the trace ran into RLIMIT_FSIZE)" % r.label)
+            continue
+        if same_but_one_line(ctx, ref2, r, ("file size limit", "the program continues")):
+            for f in check_partial(ctx, r, r.label):
+                if os.path.getsize(os.path.join(r.tdir, f)) > limit:
+                    fail("%s: %s is larger than the limit" % (r.label, f))
+    if not mechanisms:
+        print("SKIP: no way to fill a disk here")
+        sys.exit(77)
+
+
+def as_nobody():
+    os.setgroups([])
+    os.setgid(65534)
+    os.setuid(65534)
+
+
+def sc_unwritable(ctx):
+    argv = ["exit"]
+    root = os.geteuid() == 0
+    os.chmod(ctx.tmp, 0o755)
+    pre = as_nobody if root else None
+    ro = os.path.join(ctx.tmp, "readonly")
+    os.mkdir(ro, 0o555)
+    os.chmod(ro, 0o555)
+    afile = os.path.join(ctx.tmp, "a-file")
+    with open(afile, "w") as f:
+        f.write("not a directory\n")
+    os.chmod(afile, 0o666)
+    cases = (("readonly", ro), ("missing", os.path.join(ctx.tmp, "no", "such", "dir")), ("a-file", afile))
+    for tag, dirpath in cases:
+        def mk_run(traced, label):
+            r = ctx.run(label, argv, traced, log=False, pre=pre, tdir=dirpath if traced else None,
+                        env={"DSMEMTRACE_DIR": dirpath} if traced else None)
+            return r
+        # the run directory must be writable by the victim
+        ref = mk_run(False, "unwritable-%s-plain" % tag)
+        r = mk_run(True, "unwritable-" + tag)
+        if ref.status != 0:
+            fail("%s: %s: %s" % (ref.label, describe(ref.status), ref.err))
+        same_but_one_line(ctx, ref, r, ("cannot create a trace file in %s" % dirpath, "the program continues"))
+        stray = [f for f in os.listdir(r.dir) if "dsmemtrace" in f]
+        if os.path.isdir(dirpath):
+            stray += os.listdir(dirpath)
+        if stray:
+            fail("%s: files left: %s" % (r.label, stray))
+    if root:
+        note("unwritable: run as uid 65534 (root may write anywhere)")
+
+
+def sc_squat(ctx):
+    argv = ["exit"]
+    ref = ctx.run("squat-plain", argv, False)
+    outside = os.path.join(ctx.tmp, "precious")
+    for tag, mode_env, want_mode in (("symlink", None, 0o600), ("file", None, 0o600),
+                                     ("symlink-mode", "0640", 0o640), ("none-mode", "0640", 0o640)):
+        with open(outside, "w") as f:
+            f.write("precious bytes\n")
+        os.chmod(outside, 0o644)
+        tdir = os.path.join(ctx.tmp, "squat-%s-traces" % tag)
+        os.mkdir(tdir)
+
+        def squat(tag=tag, tdir=tdir):
+            # runs in the victim's process before exec: its pid is the victim's
+            name = os.path.join(tdir, "dsmemtrace.%s.%d.zst" % (ctx.host, os.getpid()))
+            if tag.startswith("symlink"):
+                os.symlink(outside, name)
+            elif tag == "file":
+                with open(name, "w") as f:
+                    f.write("someone else's file\n")
+        env = {"DSMEMTRACE_FILE_MODE": mode_env} if mode_env else {}
+        r = ctx.run("squat-" + tag, argv, True, env=env, pre=None if tag.startswith("none") else squat, tdir=tdir)
+        first, second = ctx.name(r.pid), ctx.name(r.pid, sfx=".1")
+        if tag.startswith("none"):
+            if not ctx.same(ref, r) or not ctx.expect_files(r, [first]):
+                continue
+            got = os.stat(os.path.join(r.tdir, first)).st_mode & 0o777
+        else:
+            if not same_but_one_line(ctx, ref, r, (os.path.join(r.tdir, first), os.path.join(r.tdir, second),
+                                                   "left alone")):
+                continue
+            names = sorted(os.listdir(r.tdir))
+            if names != sorted([first, second]):
+                fail("%s: files %s, expected %s and %s" % (r.label, names, first, second))
+                continue
+            sq = os.path.join(r.tdir, first)
+            if tag.startswith("symlink"):
+                if not os.path.islink(sq) or os.readlink(sq) != outside:
+                    fail("%s: the symbolic link was replaced" % r.label)
+            elif open(sq).read() != "someone else's file\n":
+                fail("%s: the existing file was changed" % r.label)
+            if open(outside).read() != "precious bytes\n" or os.stat(outside).st_mode & 0o777 != 0o644:
+                fail("%s: the link's target was written or changed" % r.label)
+            got = os.stat(os.path.join(r.tdir, second)).st_mode & 0o777
+            t = ctx.decode(os.path.join(r.tdir, second), r.label)
+            check_trace(ctx, t, logged(r.loglines), r.label, pid=r.pid)
+        if got != want_mode:
+            fail("%s: the trace has mode %o, expected %o (umask %s)" % (r.label, got, want_mode, "022"))
+
+
+MP_CHILD = r"""
+import ctypes, os, sys, time
+def torch():
+    ctypes.CDLL("libcudart.so.13", mode=ctypes.RTLD_GLOBAL)
+    t = ctypes.CDLL("libtorchstub.so", mode=ctypes.RTLD_LOCAL)
+    t.ts_alloc.restype = ctypes.c_void_p
+    t.ts_alloc.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+    t.ts_free.argtypes = [ctypes.c_void_p]
+    return t
+def work(logpath, base, n):
+    t = torch()
+    fd = os.open(logpath, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    keep = []
+    for i in range(n):
+        size = base + 512 * (1 + (i * 37) % 300)
+        p = t.ts_alloc(size, 0, None)
+        os.write(fd, b"A 0x%x %d %d\n" % (p, size, time.monotonic_ns()))
+        if i % 2:
+            t.ts_free(p)
+            os.write(fd, b"F 0x%x %d %d\n" % (p, size, time.monotonic_ns()))
+        else:
+            keep.append((p, size))
+    for p, size in keep[::3]:
+        t.ts_free(p)
+        os.write(fd, b"F 0x%x %d %d\n" % (p, size, time.monotonic_ns()))
+    os.write(fd, b"D pid %d\n" % os.getpid())
+    os.close(fd)
+def child(logdir, k):
+    work(os.path.join(logdir, "child%d" % k), 256 * 1024 * (k + 1), 30)
+if __name__ == "__main__":
+    import multiprocessing as mp
+    logdir = sys.argv[1]
+    work(os.path.join(logdir, "parent"), 0, 20)
+    ctx = mp.get_context("spawn")
+    ps = [ctx.Process(target=child, args=(logdir, k)) for k in range(3)]
+    for p in ps:
+        p.start()
+    for p in ps:
+        p.join()
+    print("exit codes", [p.exitcode for p in ps])
+    work(os.path.join(logdir, "parent"), 1024 * 1024, 10)
+"""
+
+
+def sc_mp_spawn(ctx):
+    d = os.path.join(ctx.tmp, "mp")
+    os.makedirs(os.path.join(d, "traces"))
+    os.makedirs(os.path.join(d, "logs"))
+    script = os.path.join(d, "mp_spawn.py")
+    with open(script, "w") as f:
+        f.write(MP_CHILD)
+    e = dict(ctx.env0)
+    e.update({"LD_PRELOAD": ctx.a.preload, "DSMEMTRACE_DIR": os.path.join(d, "traces")})
+    p = subprocess.run([sys.executable, script, os.path.join(d, "logs")], env=e, cwd=d, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=120)
+    out, err = p.stdout.decode(), p.stderr.decode()
+    if p.returncode != 0 or "exit codes [0, 0, 0]" not in out or err:
+        fail("mp-spawn: exit %d, stdout %r, stderr %r" % (p.returncode, out, err))
+        return
+    logs = {}
+    for name in sorted(os.listdir(os.path.join(d, "logs"))):
+        lines = read_log(os.path.join(d, "logs", name))
+        pid = [int(l[2]) for l in lines if l[0] == "D" and l[1] == "pid"]
+        logs[pid[0]] = (name, [x for x in lines if x[0] in "AF"])
+    files = sorted(os.listdir(os.path.join(d, "traces")))
+    want = sorted(ctx.name(pid) for pid in logs)
+    if files != want or len(logs) != 4:
+        fail("mp-spawn: trace files %s, expected one per allocating process %s (logs %s)"
+             % (files, want, sorted(v[0] for v in logs.values())))
+        return
+    for pid, (name, lines) in sorted(logs.items()):
+        t = ctx.decode(os.path.join(d, "traces", ctx.name(pid)), "mp-spawn " + name)
+        check_trace(ctx, t, logged(lines), "mp-spawn %s (pid %d)" % (name, pid), pid=pid)
+    note("mp-spawn: %d files: %s" % (len(files), ", ".join("%s=%s" % (v[0], k) for k, v in sorted(logs.items()))))
+
+
+def sc_setuid(ctx):
+    secure = ctx.a.secure_victim
+    if os.geteuid() != 0:
+        print("SKIP: setuid: needs root (to give a copy of the victim to uid 65534)")
+        sys.exit(77)
+    if not secure or not os.path.exists(secure):
+        print("SKIP: setuid: victim_secure not built")
+        sys.exit(77)
+    os.chmod(ctx.tmp, 0o755)
+    bins = os.path.join(ctx.tmp, "bin")
+    os.mkdir(bins, 0o755)
+    import shutil
+    runs, shares = {}, {}
+    for kind, mode, owner in (("setuid", 0o4755, (65534, 0)), ("setgid", 0o2755, (0, 65534)),
+                              ("plain", 0o755, (0, 0))):
+        share = shares[kind] = os.path.join(ctx.tmp, "share-" + kind)
+        os.mkdir(share)
+        os.chmod(share, 0o777)
+        for exe in ("victim_life", "victim_secure"):
+            src = ctx.a.victim if exe == "victim_life" else secure
+            dst = os.path.join(bins, "%s-%s" % (exe, kind))
+            shutil.copy(src, dst)
+            os.chown(dst, *owner)
+            os.chmod(dst, mode)
+            # DSMEMTRACE_DIR and the working directory writable by anyone: a
+            # library that traced anyway would leave a file in one of them
+            r = ctx.run("%s-%s" % (exe, kind), ["secure"], exe == "victim_secure", log=False, exe=dst,
+                        tdir=share, env={"LD_PRELOAD": "", "DSMEMTRACE_DIR": share})
+            runs[exe, kind] = r
+    for kind in ("setuid", "setgid"):
+        plain, lib = runs["victim_life", kind], runs["victim_secure", kind]
+        if "AT_SECURE=1" not in plain.out:
+            print("SKIP: setuid: a %s copy does not run in secure mode here (nosuid mount?): %r"
+                  % (kind, plain.out))
+            sys.exit(77)
+        ctx.same(plain, lib)
+        left = os.listdir(shares[kind]) + [f for f in os.listdir(lib.dir) if "dsmemtrace" in f]
+        if left:
+            fail("%s: the library left %s in secure mode" % (lib.label, left))
+    # control: not set-ID, the same linked binary traces
+    c = runs["victim_secure", "plain"]
+    if c.status != 0 or "NVTX_INJECTION64_PATH set" not in c.out:
+        fail("%s: the control run did not trace: %s, %r" % (c.label, describe(c.status), c.out))
+    elif not [f for f in os.listdir(shares["plain"]) if f.startswith("dsmemtrace.")]:
+        fail("%s: the control run left no trace in %s" % (c.label, shares["plain"]))
+    note("setuid/setgid: no file, no environment, no message; the control traced")
+
 SCENARIOS = {
     "exit": sc_exit, "sigterm": sc_sigterm, "sigint": sc_sigint, "sigsegv": sc_sigsegv, "sigabrt": sc_sigabrt,
     "own-handler": sc_own_handler, "ignored": sc_ignored, "fork": sc_fork, "spawn": sc_spawn, "exec": sc_exec,
     "sigkill": sc_sigkill, "runid": sc_runid, "pause": sc_pause, "toggle": sc_toggle,
-    "nofile-signal": sc_nofile_signal,
+    "nofile-signal": sc_nofile_signal, "threads": sc_threads, "diskfull": sc_diskfull,
+    "unwritable": sc_unwritable, "squat": sc_squat, "mp-spawn": sc_mp_spawn, "setuid": sc_setuid,
 }
 
 
@@ -810,6 +1209,10 @@ def main():
     ap.add_argument("--early", type=int, default=10, help="sigkill: runs killed right after the first allocation")
     ap.add_argument("--seed", type=int, default=int(os.environ.get("LIFE_SEED", str(int(time.time())))))
     ap.add_argument("--keep", help="keep the run directories here")
+    ap.add_argument("--bench", help="sigkill: append the measured gaps (JSON line) to this file")
+    ap.add_argument("--threads", type=int, default=256, help="threads: how many")
+    ap.add_argument("--secs", type=int, default=10, help="threads: for how long")
+    ap.add_argument("--secure-victim", help="setuid: victim_life linked against the library")
     a = ap.parse_args()
     for what, path in (("preload", a.preload), ("decoder", a.decoder), ("victim", a.victim)):
         if not path or not os.path.exists(path):

@@ -39,6 +39,14 @@
  *                    writer thread to apply each toggle)
  *   nvtx-signal SIG  NVTX ranges only (no allocation), then kill(getpid(), SIG)
  *   nvtx-wait        NVTX ranges only, print "ready", wait for the driver's signal
+ *   threads          --n threads allocate and free (sizes up to 32 KiB, up to 8
+ *                    live each) --ops times each (--ops 0: until --secs have
+ *                    passed), all started together, then free what they hold;
+ *                    prints the counts, and with --secs the allocator's peak
+ *                    and final allocated bytes (device 0)
+ *   secure           prints whether the process runs in secure mode (AT_SECURE)
+ *                    and whether NVTX_INJECTION64_PATH / CUDA_INJECTION64_PATH
+ *                    are set, allocates, prints them again
  */
 #include "dsmemtrace.h"
 #include "torchstub.h"
@@ -54,6 +62,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/auxv.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -306,9 +316,89 @@ static void loop(void)
 	}
 }
 
+/* ---- threads ---- */
+
+static int nthreads_ops;
+static uint64_t threads_end;
+static pthread_barrier_t threads_go;
+static _Atomic unsigned long long t_allocs, t_frees, t_bytes;
+
+static void *thread_main(void *arg)
+{
+	unsigned long long x = (uintptr_t)arg * 0x9E3779B97F4A7C15ull + seed;
+	void *live[8];
+	size_t lsz[8];
+	int n = 0;
+	unsigned long long a = 0, f = 0, b = 0;
+	pthread_barrier_wait(&threads_go);
+	for (long i = 0; nthreads_ops ? i < nthreads_ops : mono_ns() < threads_end; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		unsigned r = (unsigned)(x >> 33);
+		if (n == 0 || (n < 8 && (r & 1))) {
+			lsz[n] = 512 * (size_t)(1 + (r >> 1) % 64);
+			live[n] = ts_alloc_p(lsz[n], 0, NULL);
+			if (!live[n]) {
+				fprintf(stderr, "victim_life: allocation of %zu bytes failed\n", lsz[n]);
+				exit(3);
+			}
+			a++;
+			b += lsz[n];
+			n++;
+		} else {
+			int k = (int)((r >> 1) % (unsigned)n);
+			ts_free_p(live[k]);
+			f++;
+			live[k] = live[--n];
+			lsz[k] = lsz[n];
+		}
+	}
+	while (n > 0) {
+		ts_free_p(live[--n]);
+		f++;
+	}
+	t_allocs += a;
+	t_frees += f;
+	t_bytes += b;
+	return NULL;
+}
+
+static int run_threads(int n, int secs, int ops)
+{
+	pthread_t *t = calloc((size_t)n, sizeof *t);
+	if (!t || pthread_barrier_init(&threads_go, NULL, (unsigned)n + 1))
+		return 3;
+	nthreads_ops = ops;
+	for (int i = 0; i < n; i++) {
+		int rc = pthread_create(&t[i], NULL, thread_main, (void *)(uintptr_t)(i + 1));
+		if (rc) {
+			fprintf(stderr, "victim_life: pthread_create: %s\n", strerror(rc));
+			return 3;
+		}
+	}
+	threads_end = mono_ns() + (uint64_t)secs * 1000000000ull;
+	pthread_barrier_wait(&threads_go);
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	free(t);
+	printf("threads %d: %llu allocs, %llu frees, %llu bytes\n", n, (unsigned long long)t_allocs,
+	       (unsigned long long)t_frees, (unsigned long long)t_bytes);
+	if (!ops)
+		printf("allocator: peak %llu, end %llu\n", (unsigned long long)ts_max_memory_allocated_p(0),
+		       (unsigned long long)ts_memory_allocated_p(0));
+	return 0;
+}
+
+static void secure_report(const char *when)
+{
+	const char *nv = getenv("NVTX_INJECTION64_PATH"), *cu = getenv("CUDA_INJECTION64_PATH");
+	printf("%s: AT_SECURE=%lu NVTX_INJECTION64_PATH %s CUDA_INJECTION64_PATH %s\n", when, getauxval(AT_SECURE),
+	       nv ? "set" : "unset", cu ? "set" : "unset");
+	fflush(stdout);
+}
+
 static void usage(void)
 {
-	fprintf(stderr, "usage: victim_life MODE [ARG] [--log FILE] [--n N] [--devices D] [--seed S]\n");
+	fprintf(stderr, "usage: victim_life MODE [ARG] [--log FILE] [--n N] [--devices D] [--seed S] [--secs S] [--ops K]\n");
 	exit(2);
 }
 
@@ -320,7 +410,7 @@ int main(int argc, char **argv)
 		usage();
 	self_path = argv[0];
 	const char *mode = argv[1], *marg = NULL;
-	int i = 2;
+	int i = 2, secs = 0, ops = 0;
 	if (!strcmp(mode, "self-signal") || !strcmp(mode, "exec") || !strcmp(mode, "nvtx-signal")) {
 		if (argc < 3)
 			usage();
@@ -338,11 +428,15 @@ int main(int argc, char **argv)
 			ndev = atoi(v);
 		else if (!strcmp(a, "--seed"))
 			seed = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--secs"))
+			secs = atoi(v);
+		else if (!strcmp(a, "--ops"))
+			ops = atoi(v);
 		else
 			usage();
 		i++;
 	}
-	if (ndev < 1 || ndev > 2 || nops < 1)
+	if (ndev < 1 || ndev > 2 || nops < 1 || nops > 4096)
 		usage();
 	if (log_path) {
 		log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -380,8 +474,13 @@ int main(int argc, char **argv)
 		printf("SIGTERM at start: %s\n", disposition(SIGTERM));
 	}
 
+	if (!strcmp(mode, "secure"))
+		secure_report("start");
 	load_torch();
 	nvtxNameOsThreadA(0, "main"); /* the NVTX injection loads here */
+
+	if (!strcmp(mode, "threads"))
+		return (secs > 0) == (ops > 0) ? 2 : run_threads(nops, secs, ops);
 
 	if (!strcmp(mode, "pause-first")) {
 		DSMEMTRACE_PAUSE();
@@ -398,6 +497,10 @@ int main(int argc, char **argv)
 
 	work(nops, 0);
 
+	if (!strcmp(mode, "secure")) {
+		secure_report("end");
+		return 0;
+	}
 	if (!strcmp(mode, "exit") || !strcmp(mode, "child")) {
 		printf("done\n");
 		return 0;

@@ -4,7 +4,8 @@
  * in sequence order agrees with the allocator's running totals at every
  * event, and every event is present.
  *
- * Usage: threads OUTDIR NTHREADS NEVENTS  (links the tracer core directly) */
+ * Usage: threads OUTDIR NTHREADS NEVENTS  (links the tracer core directly;
+ * up to 256 threads) */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -62,10 +63,10 @@ int main(int argc, char **argv)
 	dsmt_config_init();
 	/* one step marker so the report has a step */
 	dsmt_ev_nvtx(DSMT_REC_NVTX_MARK, 0, dsmt_intern("dsmemtrace:step", 15), 0);
-	pthread_t t[64];
-	for (int i = 0; i < n && i < 64; i++)
+	pthread_t t[256];
+	for (int i = 0; i < n && i < 256; i++)
 		pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1));
-	for (int i = 0; i < n && i < 64; i++)
+	for (int i = 0; i < n && i < 256; i++)
 		pthread_join(t[i], NULL);
 	dsmt_ev_nvtx(DSMT_REC_NVTX_MARK, 0, dsmt_intern("dsmemtrace:step", 15), 0);
 	dsmt_writer_stop();
