@@ -10,6 +10,7 @@
 #include "decode.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <regex.h>
 #include <stdarg.h>
@@ -4687,8 +4688,22 @@ static int tsnap_stack(struct ctx *c, struct dsmt_symtab **st, uint32_t g, struc
 	return 0;
 }
 
-/* Turn the groups named by top entries and growth into rendered sites */
+/* libdw (symbol.c) is used by one decoding thread at a time: dsmemdecode
+ * decodes several files at once (main.c), and names are rendered rarely. */
+static pthread_mutex_t symbol_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int render_sites_locked(struct ctx *c, struct dsmt_process *out);
+
 static int render_sites(struct ctx *c, struct dsmt_process *out)
+{
+	pthread_mutex_lock(&symbol_mu);
+	int rc = render_sites_locked(c, out);
+	pthread_mutex_unlock(&symbol_mu);
+	return rc;
+}
+
+/* Turn the groups named by top entries and growth into rendered sites */
+static int render_sites_locked(struct ctx *c, struct dsmt_process *out)
 {
 	struct dsmt_hmap idx;
 	dsmt_hmap_init(&idx);

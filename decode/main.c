@@ -5,6 +5,8 @@
  *   2 bad or damaged input (partial results are still printed) */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,31 +74,113 @@ static void progress(void *arg, const char *file, uint64_t done, uint64_t total)
 	prog.last = t;
 }
 
+/* Files decoded at once (--jobs; 0: the online CPUs, or 1 when stderr is a
+ * terminal and progress is shown, file by file).  Each file decodes into its
+ * own slot, its messages into a memory stream copied to stderr in file order
+ * afterwards, so the output does not depend on the number of jobs. */
+static int njobs;
+
+struct job {
+	const char *path;
+	struct dsmt_process p;
+	int rc;
+	char *msg;
+	size_t msg_len;
+};
+
+struct pool {
+	struct job *jobs;
+	size_t n;
+	const struct dsmt_opts *o;
+	_Atomic size_t next;
+};
+
+static void *pool_worker(void *arg)
+{
+	struct pool *pl = arg;
+	for (size_t i; (i = atomic_fetch_add(&pl->next, 1)) < pl->n;) {
+		struct job *j = &pl->jobs[i];
+		FILE *err = open_memstream(&j->msg, &j->msg_len);
+		j->rc = dsmt_decode_file(j->path, pl->o, &j->p, err ? err : stderr);
+		if (err)
+			fclose(err);
+	}
+	return NULL;
+}
+
+static void decode_parallel(struct job *jobs, size_t n, const struct dsmt_opts *o, int nj)
+{
+	struct dsmt_opts po = *o;
+	po.progress = NULL; /* per-file progress lines would interleave */
+	struct pool pl = {.jobs = jobs, .n = n, .o = &po};
+	pthread_t th[256];
+	int nt = 0;
+	if ((size_t)nj > n)
+		nj = (int)n;
+	/* the calling thread is one of the workers */
+	while (nt < nj - 1 && nt < 256 && pthread_create(&th[nt], NULL, pool_worker, &pl) == 0)
+		nt++;
+	pool_worker(&pl);
+	for (int i = 0; i < nt; i++)
+		pthread_join(th[i], NULL);
+}
+
 /* Decode paths[0..n) into *ps (the ones that decoded, perhaps partly, sorted
  * by run and rank); the worst exit code into *code. */
 static size_t decode_all(char *const *paths, size_t n, const struct dsmt_opts *o, struct dsmt_process **ps, int *code)
 {
 	*ps = calloc(n ? n : 1, sizeof(**ps));
-	if (!*ps) {
+	struct job *jobs = calloc(n ? n : 1, sizeof(*jobs));
+	if (!*ps || !jobs) {
+		free(jobs);
 		fputs("dsmemdecode: out of memory\n", stderr);
 		*code = DSMT_EXIT_BAD;
 		return 0;
 	}
-	size_t k = 0;
+	int nj = njobs;
+	if (!nj) {
+		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+		nj = prog.on ? 1 : ncpu < 1 ? 1 : ncpu > 256 ? 256 : (int)ncpu;
+	}
+	for (size_t i = 0; i < n; i++)
+		jobs[i].path = paths[i];
 	prog.nfiles = n;
-	for (size_t i = 0; i < n; i++) {
-		prog.file = i;
-		int r = dsmt_decode_file(paths[i], o, &(*ps)[k], stderr);
-		progress_clear();
+	if (n <= 1 || nj == 1) { /* one after another, messages and progress as they come */
+		for (size_t i = 0; i < n; i++) {
+			prog.file = i;
+			jobs[i].rc = dsmt_decode_file(paths[i], o, &jobs[i].p, stderr);
+			progress_clear();
+			if (jobs[i].rc == DSMT_EXIT_USAGE)
+				break; /* the rest stay empty */
+		}
+	} else {
+		decode_parallel(jobs, n, o, nj);
+	}
+	/* in file order, as one file after another would have been */
+	size_t k = 0, i = 0;
+	for (; i < n; i++) {
+		struct job *j = &jobs[i];
+		if (j->msg_len)
+			fwrite(j->msg, 1, j->msg_len, stderr);
+		free(j->msg);
+		int r = j->rc;
 		if (r == DSMT_EXIT_USAGE) { /* bad regex: same for every file */
 			*code = r;
+			dsmt_process_free(&j->p);
 			break;
 		}
 		if (r > *code)
 			*code = r;
-		if ((*ps)[k].rows || (*ps)[k].meta)
-			k++; /* decoded (perhaps partly) */
+		if (j->p.rows || j->p.meta)
+			(*ps)[k++] = j->p; /* decoded (perhaps partly) */
+		else
+			dsmt_process_free(&j->p);
 	}
+	for (i++; i < n; i++) { /* after a usage error: decoded for nothing */
+		free(jobs[i].msg);
+		dsmt_process_free(&jobs[i].p);
+	}
+	free(jobs);
 	dsmt_sort_processes(*ps, k);
 	return k;
 }
@@ -240,6 +324,9 @@ static void usage(FILE *f)
 	      "  --torch-snapshot FILE  write one process's state at the end of its trace as the\n"
 	      "                         pickle torch.cuda.memory._snapshot() gives (segments,\n"
 	      "                         blocks, device_traces with frames) for memory_viz\n"
+	      "  -j, --jobs N           decode up to N files at once (default: the number of online\n"
+	      "                         CPUs; 1 when stderr is a terminal, which then shows each\n"
+	      "                         file's progress); output and messages are the same for any N\n"
 	      "  -o, --output FILE      write the report to FILE instead of stdout\n"
 	      "  -v, --verbose          more diagnostics on stderr\n"
 	      "  -h, --help             this text\n"
@@ -279,6 +366,7 @@ int main(int argc, char **argv)
 		{"perfetto-window", required_argument, NULL, O_PFWIN},
 		{"html", required_argument, NULL, O_HTML},
 		{"torch-snapshot", required_argument, NULL, O_TSNAP},
+		{"jobs", required_argument, NULL, 'j'},
 		{"output", required_argument, NULL, 'o'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -294,7 +382,7 @@ int main(int argc, char **argv)
 	const char *fmt = "table", *outpath = NULL, *whatif = NULL, *perfetto = NULL, *htmlpath = NULL, *snappath = NULL;
 	int dump = 0, c, breakdown = 0, summary = 0;
 	uint64_t pf_window = 0;
-	while ((c = getopt_long(argc, argv, "f:o:vh", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "f:j:o:vh", lo, NULL)) != -1) {
 		switch (c) {
 		case O_DUMP: dump = 1; break;
 		case O_PERSTEP: dump = 0; break;
@@ -338,6 +426,16 @@ int main(int argc, char **argv)
 				return DSMT_EXIT_USAGE;
 			}
 			o.top = (int)x;
+			break;
+		}
+		case 'j': {
+			char *e;
+			long x = strtol(optarg, &e, 10);
+			if (!*optarg || *e || x < 1 || x > 256) {
+				fprintf(stderr, "dsmemdecode: --jobs wants a number from 1 to 256, not '%s'\n", optarg);
+				return DSMT_EXIT_USAGE;
+			}
+			njobs = (int)x;
 			break;
 		}
 		case 'o': outpath = optarg; break;
