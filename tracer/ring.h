@@ -55,6 +55,11 @@ struct dsmt_seg {
 	struct dsmt_seg *_Atomic next; /* set by the producer after its last commit here */
 };
 
+struct stack_chk { /* DSMEMTRACE_STACK_CHECK: the frames behind each stack cache slot */
+	void *ips[1024][DSMT_MAX_DEPTH];
+	uint8_t n[1024];
+};
+
 struct dsmt_ring {
 	struct dsmt_ring *next; /* global list, append-only */
 	_Atomic int state;
@@ -69,6 +74,11 @@ struct dsmt_ring {
 	uint32_t stk_id[1024];
 	uint64_t pys_hash[512]; /* Python stacks (interpose/pyframes.c) */
 	uint32_t pys_id[512];
+	/* native stack cache (tracer.c stack_id): key (site, Python stack, stack
+	 * position) -> the hash and id of the stack last unwound for it */
+	uint64_t nat_key[1024], nat_hash[1024];
+	uint32_t nat_id[1024], nat_hits[1024];
+	struct stack_chk *chk; /* DSMEMTRACE_STACK_CHECK only */
 	/* consumer-side */
 	uint32_t tid;
 };

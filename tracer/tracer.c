@@ -77,6 +77,8 @@ static long env_long(const char *name, long def, long lo, long hi)
 	return v;
 }
 
+static void stack_report(void);
+
 static void selftime_report(void)
 {
 	uint64_t n = atomic_load(&self_events), t = atomic_load(&self_ns_total);
@@ -113,6 +115,8 @@ void dsmt_config_init(void)
 	dsmt_cfg.flush_ms = (unsigned)env_long("DSMEMTRACE_FLUSH_MS", 200, 1, 60000);
 	dsmt_cfg.native_depth = (int)env_long("DSMEMTRACE_NATIVE_DEPTH", DSMT_DEFAULT_NATIVE_DEPTH, 0, DSMT_MAX_DEPTH);
 	dsmt_cfg.selftime = (int)env_long("DSMEMTRACE_SELFTIME", 0, 0, 1);
+	dsmt_cfg.stack_cache = (int)env_long("DSMEMTRACE_STACK_CACHE", 1, 0, 1);
+	dsmt_cfg.stack_check = (int)env_long("DSMEMTRACE_STACK_CHECK", 0, 0, 1);
 	long kb = env_long("DSMEMTRACE_BUFFER_KB", 1024, 64, 1 << 20);
 	uint64_t cap = 64 * 1024;
 	while (cap < (uint64_t)kb * 1024)
@@ -160,6 +164,8 @@ void dsmt_config_init(void)
 	}
 	if (dsmt_cfg.selftime)
 		atexit(selftime_report);
+	if (dsmt_cfg.stack_check)
+		atexit(stack_report);
 }
 
 /* ---- rings ---- */
@@ -227,6 +233,10 @@ static struct dsmt_ring *ring_get(void)
 			free(r);
 			return NULL;
 		}
+		if (dsmt_cfg.stack_check) {
+			void *m = mmap(NULL, sizeof *r->chk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			r->chk = m == MAP_FAILED ? NULL : m;
+		}
 		atomic_store(&r->cons, r->prod);
 		atomic_store(&r->state, DSMT_RING_LIVE);
 		struct dsmt_ring *old = atomic_load(&dsmt_rings);
@@ -237,6 +247,7 @@ static struct dsmt_ring *ring_get(void)
 		memset(r->str_hash, 0, sizeof r->str_hash);
 		memset(r->stk_hash, 0, sizeof r->stk_hash);
 		memset(r->pys_hash, 0, sizeof r->pys_hash);
+		memset(r->nat_key, 0, sizeof r->nat_key);
 		r->lost = 0;
 	}
 	self_ring = r;
@@ -352,14 +363,11 @@ uint32_t dsmt_intern(const char *s, size_t n)
 	return r ? intern_in(r, s, n) : 0;
 }
 
-/* Captures the native stack above the hook and returns its interned id. */
-static uint32_t stack_id(struct dsmt_ring *r)
+/* Interns n native frames; returns the stack id (0: no room) and their hash. */
+static uint32_t stack_intern(struct dsmt_ring *r, void *const *v, int n, uint64_t *hash)
 {
-	void *v[DSMT_MAX_DEPTH];
-	int n = dsmt_backtrace(v, dsmt_cfg.native_depth);
-	if (n <= 0)
-		return 0;
 	uint64_t h = hash_bytes(v, (size_t)n * sizeof *v);
+	*hash = h;
 	unsigned slot = (unsigned)(h & 1023);
 	if (r->stk_hash[slot] == h)
 		return r->stk_id[slot];
@@ -376,6 +384,105 @@ static uint32_t stack_id(struct dsmt_ring *r)
 	r->stk_hash[slot] = h;
 	r->stk_id[slot] = id;
 	return id;
+}
+
+/* Native stack cache (DSMEMTRACE_STACK_CACHE, default on).  Unwinding costs
+ * 20-60 ns per frame, and the frames between an allocation and the Python
+ * interpreter are 5-36 (median 20) inside torch, so an unwind per event is
+ * ~1 us.  But a thread that reaches the same call site from the same Python
+ * stack (code objects and instruction offsets, all frames) with its stack
+ * pointer at the same depth almost always came through the same native
+ * frames: such a repeat reuses the stack id of the previous event with that
+ * key, without unwinding.  One repeat in STACK_RECHECK of each key is
+ * unwound anyway; a different stack replaces the cached one (counted:
+ * stack_replaced).  DSMEMTRACE_STACK_CHECK=1 measures how often a recorded
+ * stack equals a full unwind up to the first interpreter frame, every event
+ * (bench/README.md). */
+#define STACK_RECHECK 64
+static _Atomic uint64_t stack_replaced, stack_unwinds;
+static _Atomic uint64_t chk_events, chk_match, chk_noint, chk_cached;
+
+static inline uint64_t stack_key(const void *site, uint32_t pys, uintptr_t sp)
+{
+	uint64_t k = (uint64_t)(uintptr_t)site * 0x9e3779b97f4a7c15ull;
+	k ^= ((uint64_t)pys << 32 | (uint64_t)(unsigned)dsmt_cfg.native_depth) * 0xc2b2ae3d27d4eb4full;
+	k ^= (uint64_t)sp * 0x165667b19e3779f9ull;
+	k ^= k >> 29;
+	return k | 1; /* 0: an empty slot */
+}
+
+/* Counts, for DSMEMTRACE_STACK_CHECK, whether the recorded frames rec[0..nrec)
+ * equal a full unwind of this event up to (not including) its first frame in
+ * the Python interpreter; with no interpreter frame in DSMT_MAX_DEPTH, up to
+ * the end of the unwind. */
+static __attribute__((noinline)) void stack_check(void *const *rec, int nrec, int cached)
+{
+	void *full[DSMT_MAX_DEPTH];
+	int n = dsmt_backtrace(full, DSMT_MAX_DEPTH), L = 0;
+	while (L < n && !((uintptr_t)full[L] >= dsmt_interp_lo && (uintptr_t)full[L] < dsmt_interp_hi))
+		L++;
+	if (L == n)
+		atomic_fetch_add_explicit(&chk_noint, 1, memory_order_relaxed);
+	int ok = nrec >= L && memcmp(rec, full, (size_t)L * sizeof *full) == 0;
+	atomic_fetch_add_explicit(&chk_events, 1, memory_order_relaxed);
+	if (ok)
+		atomic_fetch_add_explicit(&chk_match, 1, memory_order_relaxed);
+	if (cached)
+		atomic_fetch_add_explicit(&chk_cached, 1, memory_order_relaxed);
+}
+
+/* The native stack above the hook, interned; sp: the recorder's frame. */
+static uint32_t stack_id(struct dsmt_ring *r, const void *site, uint32_t pys, uintptr_t sp)
+{
+	unsigned slot = 0;
+	uint64_t k = 0;
+	if (dsmt_cfg.stack_cache) {
+		k = stack_key(site, pys, sp);
+		slot = (unsigned)(k >> 20) & 1023;
+		if (r->nat_key[slot] == k && (++r->nat_hits[slot] % STACK_RECHECK) != 0) {
+			if (__builtin_expect(dsmt_cfg.stack_check, 0) && r->chk)
+				stack_check(r->chk->ips[slot], r->chk->n[slot], 1);
+			return r->nat_id[slot];
+		}
+	}
+	void *v[DSMT_MAX_DEPTH];
+	int n = dsmt_backtrace(v, dsmt_cfg.native_depth);
+	if (__builtin_expect(dsmt_cfg.stack_check, 0)) {
+		atomic_fetch_add_explicit(&stack_unwinds, 1, memory_order_relaxed);
+		stack_check(v, n, 0);
+	}
+	if (n <= 0)
+		return 0;
+	uint64_t h;
+	uint32_t id = stack_intern(r, v, n, &h);
+	if (dsmt_cfg.stack_cache && id) {
+		if (r->nat_key[slot] == k && r->nat_hash[slot] != h)
+			atomic_fetch_add_explicit(&stack_replaced, 1, memory_order_relaxed);
+		if (r->nat_key[slot] != k)
+			r->nat_hits[slot] = 0;
+		r->nat_key[slot] = k;
+		r->nat_hash[slot] = h;
+		r->nat_id[slot] = id;
+		if (r->chk) {
+			memcpy(r->chk->ips[slot], v, (size_t)n * sizeof *v);
+			r->chk->n[slot] = (uint8_t)n;
+		}
+	}
+	return id;
+}
+
+static void stack_report(void)
+{
+	uint64_t e = atomic_load(&chk_events);
+	if (dsmt_cfg.stack_check && e)
+		dsmt_warn("stackcheck: %llu events, %llu (%.3f%%) recorded stacks equal a full unwind up to the first "
+			  "interpreter frame; %llu events from the stack cache; %llu events without an interpreter "
+			  "frame in %d; %llu unwinds, %llu cached stacks replaced (native depth %d, cache %s)",
+			  (unsigned long long)e, (unsigned long long)atomic_load(&chk_match),
+			  100.0 * (double)atomic_load(&chk_match) / (double)e, (unsigned long long)atomic_load(&chk_cached),
+			  (unsigned long long)atomic_load(&chk_noint), DSMT_MAX_DEPTH,
+			  (unsigned long long)atomic_load(&stack_unwinds), (unsigned long long)atomic_load(&stack_replaced),
+			  dsmt_cfg.native_depth, dsmt_cfg.stack_cache ? "on" : "off");
 }
 
 /* ---- Python frames: definitions for interpose/pyframes.c ---- */
@@ -501,10 +608,10 @@ static inline __attribute__((always_inline)) void ev_alloc_like(uint8_t rec, uin
 	struct dsmt_ring *r = ring_get();
 	if (!r)
 		return;
-	uint32_t stk = dsmt_cfg.native_depth > 0 && atomic_load_explicit(&dsmt_unwind_ready, memory_order_acquire)
-			       ? stack_id(r)
-			       : 0;
 	uint32_t pys = py_frames(py);
+	uint32_t stk = dsmt_cfg.native_depth > 0 && atomic_load_explicit(&dsmt_unwind_ready, memory_order_acquire)
+			       ? stack_id(r, site, pys, (uintptr_t)__builtin_frame_address(0))
+			       : 0;
 	uint64_t nh;
 	struct dsmt_ev *e = ev_begin(r, &nh);
 	if (!e)

@@ -27,6 +27,10 @@ struct dsmt_config {
 	unsigned flush_ms;    /* DSMEMTRACE_FLUSH_MS, default 200 */
 	int native_depth;     /* DSMEMTRACE_NATIVE_DEPTH */
 	int selftime;         /* DSMEMTRACE_SELFTIME=1: time spent in hooks */
+	int stack_cache;      /* DSMEMTRACE_STACK_CACHE (default 1): reuse a thread's native stack for a
+			       * repeated (call site, Python stack, stack position); 1 in 64 repeats unwound */
+	int stack_check;      /* DSMEMTRACE_STACK_CHECK=1 (benchmarks): unwind every event in full as
+			       * well and count the recorded stacks that equal it (report at exit) */
 	size_t ring_bytes;    /* DSMEMTRACE_BUFFER_KB * 1024: first segment per thread */
 	uint64_t max_buffer_bytes; /* DSMEMTRACE_MAX_BUFFER_MB: all segments together */
 	int disabled;         /* DSMEMTRACE_DISABLE=1, or a fatal condition */
@@ -119,6 +123,8 @@ DSMT_HIDDEN uint32_t dsmt_intern(const char *s, size_t n);
 DSMT_HIDDEN int dsmt_unwind_init(void); /* 0 if available; writer thread only */
 DSMT_HIDDEN extern _Atomic int dsmt_unwind_ready;
 DSMT_HIDDEN int dsmt_backtrace(void **ips, int max);
+/* the Python interpreter's text (0, 0: none found), known once unwind is ready */
+DSMT_HIDDEN extern uintptr_t dsmt_interp_lo, dsmt_interp_hi;
 
 /* nvml.c, writer thread only: one call of emit per visible device */
 DSMT_HIDDEN void dsmt_nvml_sample(void (*emit)(int dev, unsigned flags, uint64_t proc, uint64_t used,

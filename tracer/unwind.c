@@ -15,19 +15,46 @@ static int (*p_backtrace)(void **, int);
 /* our own text: leading frames inside it are not part of the caller's stack */
 static uintptr_t self_lo, self_hi;
 
-static int self_cb(struct dl_phdr_info *info, size_t size, void *arg)
+/* the text of the Python interpreter (the executable or libpython that
+ * defines _PyEval_EvalFrameDefault), 0..0 when there is none */
+uintptr_t dsmt_interp_lo, dsmt_interp_hi;
+
+struct text_range {
+	uintptr_t base, lo, hi;
+};
+
+static int text_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
-	if (info->dlpi_addr != (uintptr_t)arg)
+	struct text_range *t = arg;
+	if (info->dlpi_addr != t->base)
 		return 0;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
-			self_lo = info->dlpi_addr + ph->p_vaddr;
-			self_hi = self_lo + ph->p_memsz;
+			t->lo = info->dlpi_addr + ph->p_vaddr;
+			t->hi = t->lo + ph->p_memsz;
 		}
 	}
 	return 1;
+}
+
+static void text_of(const void *addr, uintptr_t *lo, uintptr_t *hi)
+{
+	Dl_info di;
+	if (!addr || !dladdr(addr, &di) || !di.dli_fbase)
+		return;
+	struct text_range t = {.base = (uintptr_t)di.dli_fbase};
+	dl_iterate_phdr(text_cb, &t);
+	/* dlpi_addr is 0 for a non-PIE executable, whose dli_fbase is its address */
+	if (!t.hi) {
+		t.base = 0;
+		dl_iterate_phdr(text_cb, &t);
+	}
+	if (t.hi && t.lo <= (uintptr_t)addr && (uintptr_t)addr < t.hi) {
+		*lo = t.lo;
+		*hi = t.hi;
+	}
 }
 
 int dsmt_unwind_init(void)
@@ -47,9 +74,8 @@ int dsmt_unwind_init(void)
 		dsmt_warn("libunwind.so.8 has no unw_backtrace; native stacks off");
 		return -1;
 	}
-	Dl_info di;
-	if (dladdr((void *)dsmt_backtrace, &di) && di.dli_fbase)
-		dl_iterate_phdr(self_cb, di.dli_fbase);
+	text_of((const void *)dsmt_backtrace, &self_lo, &self_hi);
+	text_of(dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault"), &dsmt_interp_lo, &dsmt_interp_hi);
 	return 0;
 }
 
