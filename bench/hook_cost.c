@@ -48,13 +48,15 @@ int main(int argc, char **argv)
 	setenv("DSMEMTRACE_NATIVE_DEPTH", "32", 1);
 	int n = argc > 2 ? atoi(argv[2]) : 100000;
 	dsmt_config_init();
-	const int depths[] = {0, 4, 8, 16, 32};
+	/* every event unwound (stack cache off), then depth 32 through the cache */
+	const int depths[] = {0, 4, 8, 16, 32, 32}, cache[] = {0, 0, 0, 0, 0, 1};
 	enum { ND = sizeof depths / sizeof *depths, ROUNDS = 7 };
 	double ns[ND][ROUNDS];
 	nest(28, 1000, 1 << 20); /* warm-up: starts the writer, loads libunwind */
 	for (int r = 0; r < ROUNDS; r++)
 		for (int d = 0; d < ND; d++) {
 			dsmt_cfg.native_depth = depths[d];
+			dsmt_cfg.stack_cache = cache[d];
 			uint64_t t0 = dsmt_now_ns();
 			nest(28, n / 2, 1 << 20);
 			ns[d][r] = (double)(dsmt_now_ns() - t0) / n;
@@ -63,10 +65,18 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 1000000; i++)
 		sink += (int)dsmt_now_ns();
 	printf("clock_gettime(CLOCK_MONOTONIC): %.1f ns\n", (double)(dsmt_now_ns() - c0) / 1e6);
-	printf("native_depth  median_ns_per_event  (rounds=%d, events/round=%d, ~30 frames deep)\n", ROUNDS, n);
+#if defined(__x86_64__)
+	/* for comparison: the TSC, which a cheaper clock would read */
+	c0 = dsmt_now_ns();
+	for (int i = 0; i < 1000000; i++)
+		sink += (int)__builtin_ia32_rdtsc();
+	printf("rdtsc: %.1f ns\n", (double)(dsmt_now_ns() - c0) / 1e6);
+#endif
+	printf("native_depth  stack_cache  median_ns_per_event  (rounds=%d, events/round=%d, ~30 frames deep)\n", ROUNDS,
+	       n);
 	for (int d = 0; d < ND; d++) {
 		qsort(ns[d], ROUNDS, sizeof(double), cmp);
-		printf("%12d  %19.1f\n", depths[d], ns[d][ROUNDS / 2]);
+		printf("%12d  %11s  %19.1f\n", depths[d], cache[d] ? "on" : "off", ns[d][ROUNDS / 2]);
 	}
 	dsmt_writer_stop();
 	return 0;

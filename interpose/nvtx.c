@@ -134,9 +134,25 @@ static int pop(uint32_t dom)
 	return --depth;
 }
 static int h_RangePushEx(const nvtxEventAttributes_t *a) { return push(0, dsmt_in_hook ? 0 : attr_name(a)); }
-static int h_RangePushA(const char *m) { return push(0, dsmt_in_hook ? 0 : intern_c(m)); }
+/* DSMEMTRACE_SELFTIME: the whole handler (interning the name included) for
+ * the two calls torch.cuda.nvtx makes */
+static int h_RangePushA(const char *m)
+{
+	uint64_t t0 = dsmt_cfg.selftime ? dsmt_now_ns() : 0;
+	int r = push(0, dsmt_in_hook ? 0 : intern_c(m));
+	if (t0)
+		dsmt_selftime_nvtx(t0);
+	return r;
+}
 static int h_RangePushW(const wchar_t *m) { return push(0, dsmt_in_hook ? 0 : intern_w(m)); }
-static int h_RangePop(void) { return pop(0); }
+static int h_RangePop(void)
+{
+	uint64_t t0 = dsmt_cfg.selftime ? dsmt_now_ns() : 0;
+	int r = pop(0);
+	if (t0)
+		dsmt_selftime_nvtx(t0);
+	return r;
+}
 
 /* ---- CORE2 (domains) ---- */
 static void h_DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)

@@ -79,8 +79,20 @@ static long env_long(const char *name, long def, long lo, long hi)
 
 static void stack_report(void);
 
+static _Atomic uint64_t self_nvtx_ns, self_nvtx_events;
+
+void dsmt_selftime_nvtx(uint64_t t0)
+{
+	atomic_fetch_add_explicit(&self_nvtx_ns, dsmt_now_ns() - t0, memory_order_relaxed);
+	atomic_fetch_add_explicit(&self_nvtx_events, 1, memory_order_relaxed);
+}
+
 static void selftime_report(void)
 {
+	uint64_t nn = atomic_load(&self_nvtx_events);
+	if (nn)
+		dsmt_warn("selftime: %llu NVTX push/pop, %.1f ns each", (unsigned long long)nn,
+			  (double)atomic_load(&self_nvtx_ns) / (double)nn);
 	uint64_t n = atomic_load(&self_events), t = atomic_load(&self_ns_total);
 	uint64_t w = atomic_load(&self_ns_warm), nw = n < SELF_WARMUP ? n : SELF_WARMUP;
 	if (n == 0)

@@ -47,6 +47,8 @@ DSMT_HIDDEN extern __thread int dsmt_in_hook DSMT_TLS;
 
 DSMT_HIDDEN void dsmt_config_init(void);
 DSMT_HIDDEN uint64_t dsmt_now_ns(void);
+/* DSMEMTRACE_SELFTIME: adds the time since t0 to the NVTX handlers' total */
+DSMT_HIDDEN void dsmt_selftime_nvtx(uint64_t t0);
 DSMT_HIDDEN void dsmt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Python frames (format 1.2 trailing pystack field).  The *_py event
