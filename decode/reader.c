@@ -165,9 +165,12 @@ int dsmt_reader_open(struct dsmt_reader *r, const char *path)
 	return DSMT_OPEN_OK;
 }
 
+#define DROP_STEP ((size_t)4 << 20)
+
 void dsmt_reader_rewind(struct dsmt_reader *r)
 {
 	r->off = 8 + (size_t)le32(r->data + 4);
+	r->dropped = 0;
 	r->frame_idx = 0;
 	r->last_good = 0;
 	r->frame_off = 0;
@@ -288,6 +291,14 @@ int dsmt_reader_next(struct dsmt_reader *r, const uint8_t **buf, size_t *len)
 			r->guess = n;
 		r->frame_off = off;
 		r->off = off + csz;
+		/* the mapped file behind us is read: give its pages back in 4 MiB
+		 * steps, so resident memory does not grow with the file (a second
+		 * pass reads them from the file again) */
+		if (r->mapped && r->off >= r->dropped + 2 * DROP_STEP) {
+			size_t upto = (r->off - DROP_STEP) & ~(size_t)(DROP_STEP - 1);
+			madvise((void *)(r->data + r->dropped), upto - r->dropped, MADV_DONTNEED);
+			r->dropped = upto;
+		}
 		r->frame_idx++;
 		r->last_good = r->frame_idx;
 		*buf = dst;

@@ -45,6 +45,7 @@ struct dsmt_reader {
 	size_t hdr_len;
 	size_t prefix_max;   /* META zstd_prefix_bytes (0: independent frames) */
 	size_t off;          /* offset of the next frame */
+	size_t dropped;      /* mapped bytes before this were given back (madvise) */
 	size_t frame_off;    /* offset of the frame last returned */
 	unsigned frame_idx;  /* data frames returned so far = number of the last one (1..) */
 	unsigned last_good;  /* number of the last complete data frame (0: none) */
