@@ -3,9 +3,10 @@
 stand-in caching allocator (ctypes -> libtorchstub -> libc10_cuda -> the c10
 hook, GIL released around each call as torch does) from a Python stack DEPTH
 frames deep, 8 call sites per layer; with NVTX_SHIM (tests/python's
-libnvtxshim.so) every round is a `train_step` NVTX range and every layer a
-`layer` range inside it, so each event has an NVTX context (1 push and 1 pop
-per 8 allocator events).  usage: hook_speed_victim.py ROUNDS DEPTH [NVTX_SHIM]"""
+libnvtxshim.so) every 16 rounds (1 280 allocator events, about one step of
+DESIGN.md's transformer loop) are a `train_step` NVTX range and every layer
+a `layer` range inside it, so each event has an NVTX context (1 push and 1
+pop per 8 allocator events).  usage: hook_speed_victim.py ROUNDS DEPTH [NVTX_SHIM]"""
 import ctypes
 import sys
 
@@ -42,11 +43,13 @@ def layer():
 def nest(n, rounds):
     if n > 1:
         return nest(n - 1, rounds)
-    for _ in range(rounds):
-        push(b"train_step")
+    for i in range(rounds):
+        if i % 16 == 0:
+            push(b"train_step")
         for _ in range(10):
             layer()
-        pop()
+        if i % 16 == 15 or i == rounds - 1:
+            pop()
 
 
 nest(int(sys.argv[2]) - 2, int(sys.argv[1]))  # + <module> and layer

@@ -37,6 +37,7 @@ for n in traced plain; do
 		END {printf "%-7s %3d s  VmRSS min %6.1f MiB  max %6.1f MiB  last %6.1f MiB\n", n, NR, mn / 1024, mx / 1024, last / 1024}' "$t/$n.rss"
 done
 echo "traced run: $events events, trace $size bytes"
+awk '{s[NR] = $1; v[NR] = $2} END {printf "traced VmRSS over time:"; for (q = 1; q <= 8; q++) {i = int(NR * q / 8); if (i < 1) i = 1; printf " %ds %.1f", s[i], v[i] / 1024} print " MiB"}' "$t/traced.rss"
 # the excess at each second of the shorter run, after the first 2 s
 join <(sort -k1,1 "$t/traced.rss") <(sort -k1,1 "$t/plain.rss") | sort -n |
 	awk '$1 >= 2 {d = ($2 - $3) / 1024; if (!n++ || d < mn) mn = d; if (d > mx) mx = d; s = $1}
