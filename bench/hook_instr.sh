@@ -18,14 +18,7 @@ py=$(python3 -c 'import sys; print(sys.executable)')
 shim=$B/tests/python/libnvtxshim.so
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
-declare -A env=(
-	[off]="DSMEMTRACE_NATIVE_DEPTH=0 DSMEMTRACE_PY_DEPTH=0"
-	[native]="DSMEMTRACE_NATIVE_DEPTH=32 DSMEMTRACE_PY_DEPTH=0"
-	[native-u]="DSMEMTRACE_NATIVE_DEPTH=32 DSMEMTRACE_PY_DEPTH=0 DSMEMTRACE_STACK_CACHE=0"
-	[python]="DSMEMTRACE_NATIVE_DEPTH=0 DSMEMTRACE_PY_DEPTH=32"
-	[all]="DSMEMTRACE_NATIVE_DEPTH=32 DSMEMTRACE_PY_DEPTH=32"
-	[all-u]="DSMEMTRACE_NATIVE_DEPTH=32 DSMEMTRACE_PY_DEPTH=32 DSMEMTRACE_STACK_CACHE=0"
-)
+source "$root/bench/hook_configs.sh"
 incl() { # callgrind file, function -> inclusive Ir
 	callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null | awk -v f="$2" '
 		!done { for (i = 1; i <= NF; i++) if ($i ~ (":" f "$")) { gsub(",", "", $1); print $1; done = 1; break } }' || true
@@ -45,7 +38,7 @@ one() { # config rounds -> "allocIr nvtxIr"
 }
 echo "$(date -u '+%F %H:%M UTC'), $("$py" -c 'import platform; print("CPython", platform.python_version())'), rounds $r1 and $r2"
 printf '%-9s %18s %18s\n' config "instr/alloc event" "instr/NVTX call"
-for c in off native native-u python all all-u; do
+for c in "${configs[@]}"; do
 	read -r a1 n1 < <(one "$c" "$r1")
 	read -r a2 n2 < <(one "$c" "$r2")
 	awk -v c="$c" -v a1="$a1" -v a2="$a2" -v n1="$n1" -v n2="$n2" -v d=$(((r2 - r1) * 80)) -v dn=$(((r2 - r1) * 20 + 2 * ((r2 + 15) / 16 - (r1 + 15) / 16))) \

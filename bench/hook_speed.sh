@@ -25,15 +25,7 @@ shim=$B/tests/python/libnvtxshim.so
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 echo "$(date -u '+%F %H:%M UTC'), load $(cut -d' ' -f1-3 /proc/loadavg), $("$py" -c 'import platform; print("CPython", platform.python_version())')"
-declare -A env=(
-	[off]="DSMEMTRACE_NATIVE_DEPTH=0 DSMEMTRACE_PY_DEPTH=0"
-	[native]="DSMEMTRACE_NATIVE_DEPTH=32 DSMEMTRACE_PY_DEPTH=0"
-	[native-u]="DSMEMTRACE_NATIVE_DEPTH=32 DSMEMTRACE_PY_DEPTH=0 DSMEMTRACE_STACK_CACHE=0"
-	[python]="DSMEMTRACE_NATIVE_DEPTH=0 DSMEMTRACE_PY_DEPTH=32"
-	[all]="DSMEMTRACE_NATIVE_DEPTH=32 DSMEMTRACE_PY_DEPTH=32"
-	[all-u]="DSMEMTRACE_NATIVE_DEPTH=32 DSMEMTRACE_PY_DEPTH=32 DSMEMTRACE_STACK_CACHE=0"
-)
-configs=(off native native-u python all all-u)
+source "$root/bench/hook_configs.sh"
 one() { # config [extra env...] -> stderr of one run
 	local c=$1
 	shift

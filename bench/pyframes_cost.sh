@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Python frames: hook cost per tensor event with DSMEMTRACE_PY_DEPTH=0 (off)
 # and the default 32, through the real preload and the stand-in allocator
-# (bench/pyframes_victim.py: 32 000 events per run at a Python depth of 10),
+# (bench/hook_speed_victim.py without NVTX: 32 000 events per run at a Python
+# depth of 10),
 # DSMEMTRACE_SELFTIME steady state (after the first 2 000 events), runs
 # alternating between the two settings.  The difference is the walk, the
 # interning and the longer record.
@@ -16,7 +17,7 @@ trap 'rm -rf "$t"' EXIT
 echo "$("$py" -c 'import platform; print("CPython", platform.python_version())'), Python depth 10"
 one() {
 	LD_LIBRARY_PATH=$B/tests/standin DSMEMTRACE_DIR=$t LD_PRELOAD=$B/interpose/libdsmemtrace.so \
-		DSMEMTRACE_SELFTIME=1 DSMEMTRACE_PY_DEPTH=$1 "$py" "$root/bench/pyframes_victim.py" 400 10 2>&1 |
+		DSMEMTRACE_SELFTIME=1 DSMEMTRACE_PY_DEPTH=$1 "$py" "$root/bench/hook_speed_victim.py" 400 10 2>&1 |
 		sed -n 's/.*after them \([0-9.]*\) ns\/event.*/\1/p'
 	rm -f "$t"/*.zst
 }
