@@ -127,7 +127,7 @@ void dsmt_config_init(void)
 	dsmt_cfg.flush_ms = (unsigned)env_long("DSMEMTRACE_FLUSH_MS", 200, 1, 60000);
 	dsmt_cfg.native_depth = (int)env_long("DSMEMTRACE_NATIVE_DEPTH", DSMT_DEFAULT_NATIVE_DEPTH, 0, DSMT_MAX_DEPTH);
 	dsmt_cfg.selftime = (int)env_long("DSMEMTRACE_SELFTIME", 0, 0, 1);
-	dsmt_cfg.stack_cache = (int)env_long("DSMEMTRACE_STACK_CACHE", 1, 0, 1);
+	dsmt_cfg.stack_cache = (int)env_long("DSMEMTRACE_STACK_CACHE", 0, 0, 1); /* off: wrong in torch (decisions.md) */
 	dsmt_cfg.stack_check = (int)env_long("DSMEMTRACE_STACK_CHECK", 0, 0, 1);
 	long kb = env_long("DSMEMTRACE_BUFFER_KB", 1024, 64, 1 << 20);
 	uint64_t cap = 64 * 1024;
@@ -398,7 +398,7 @@ static uint32_t stack_intern(struct dsmt_ring *r, void *const *v, int n, uint64_
 	return id;
 }
 
-/* Native stack cache (DSMEMTRACE_STACK_CACHE, default on).  Unwinding costs
+/* Native stack cache (DSMEMTRACE_STACK_CACHE, default off since the H200 check).  Unwinding costs
  * 20-60 ns per frame, and the frames between an allocation and the Python
  * interpreter are 5-36 (median 20) inside torch, so an unwind per event is
  * ~1 us.  But a thread that reaches the same call site from the same Python

@@ -85,7 +85,7 @@ def main():
     if None in alloc_stacks or len(alloc_stacks) != 3:
         print(f"cache off: the three chains' allocations should have three different stacks")
         bad += 1
-    got_trace, _ = run(victim, preload, libdir, os.path.join(work, "cache"), {})
+    got_trace, _ = run(victim, preload, libdir, os.path.join(work, "cache"), {"DSMEMTRACE_STACK_CACHE": "1"})
     got = stacks_by_chain(dec, got_trace)
     for key, c in sorted(got.items()):
         n = sum(c.values())
@@ -93,7 +93,7 @@ def main():
         print(f"cache on: {key}: {n} events, {wrong} with another chain's stack, {c.get((), 0)} without stack")
         if wrong or n != 20000 or c.get((), 0) > n // 2:
             bad += 1
-    _, err = run(victim, preload, libdir, os.path.join(work, "check"), {"DSMEMTRACE_STACK_CHECK": "1"})
+    _, err = run(victim, preload, libdir, os.path.join(work, "check"), {"DSMEMTRACE_STACK_CHECK": "1", "DSMEMTRACE_STACK_CACHE": "1"})
     m = re.search(r"stackcheck: (\d+) events, (\d+) \(([\d.]+)%\).*?; (\d+) events from the stack cache;"
                   r".*?; (\d+) unwinds, (\d+) cached stacks replaced", err)
     if not m:
