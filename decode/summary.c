@@ -489,14 +489,6 @@ static void text_host(FILE *f, const struct srow *rs, size_t n)
 	}
 }
 
-static void json_opt_u(FILE *f, const char *key, int known, uint64_t v)
-{
-	if (known)
-		fprintf(f, "\"%s\": %" PRIu64, key, v);
-	else
-		fprintf(f, "\"%s\": null", key);
-}
-
 static void json_host(FILE *f, const struct srow *r)
 {
 	const struct dsmt_process *p = r->p;
@@ -506,9 +498,9 @@ static void json_host(FILE *f, const struct srow *r)
 		return;
 	}
 	fputc('{', f);
-	json_opt_u(f, "rss_init_end", r->has_rss_init, r->rss_init);
+	json_u64(f, "rss_init_end", r->has_rss_init, r->rss_init);
 	fputs(", ", f);
-	json_opt_u(f, "rss_peak_training", r->has_rss_train, r->rss_train);
+	json_u64(f, "rss_peak_training", r->has_rss_train, r->rss_train);
 	fprintf(f, ", \"vsz_peak\": %" PRIu64 ", \"rss_peak_by_phase\": ", p->host_peak_vsz);
 	dsmt_json_phase_rss(f, p);
 	fputc('}', f);
