@@ -166,11 +166,41 @@ def partition_sizes(opt):
     return out
 
 
+_hf_ds_config = None
+
+
+def build_engine(a, world):
+    """The model (random weights from the OPT configuration), torch's AdamW
+    and the DeepSpeed engine for the parsed flags: (engine, optimizer,
+    model, OPT config).  Needs deepspeed.init_distributed() and the device
+    set; also used by bench/gpu/overhead.py."""
+    import torch
+    import deepspeed
+    from transformers import AutoModelForCausalLM, OPTConfig
+
+    key = model_key(a.model)  # known: parse() rejects the others
+    cfg = OPTConfig(vocab_size=50272, max_position_embeddings=2048, **OPT[key])
+    conf = ds_config(a, world)
+    global _hf_ds_config
+    if a.zero_stage == 3:
+        # as DeepSpeed-Chat's create_hf_model: tell transformers about ZeRO-3
+        # so it builds the model inside zero.Init and gathers partitioned
+        # parameters for its weight initialisation (a bare zero.Init breaks
+        # transformers 5's _init_weights on empty partitions)
+        from transformers.integrations import HfDeepSpeedConfig
+        _hf_ds_config = HfDeepSpeedConfig(conf)  # must stay alive (transformers keeps a weak reference)
+    model = AutoModelForCausalLM.from_config(cfg)
+    if a.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    opt = torch.optim.AdamW(model.parameters(), lr=a.learning_rate, betas=(0.9, 0.95))
+    engine, opt, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=conf)
+    return engine, opt, model, cfg
+
+
 def main():
     a = parse()
     import torch
     import deepspeed
-    from transformers import AutoModelForCausalLM, OPTConfig
 
     deepspeed.init_distributed()
     rank = int(os.environ.get("RANK", "0"))
@@ -178,22 +208,9 @@ def main():
     world = int(os.environ.get("WORLD_SIZE", "1"))
     torch.cuda.set_device(local)
     torch.manual_seed(1234)
-    key = model_key(a.model)  # known: parse() rejects the others
-    cfg = OPTConfig(vocab_size=50272, max_position_embeddings=2048, **OPT[key])
+    key = model_key(a.model)
     conf = ds_config(a, world)
-    dschf = None
-    if a.zero_stage == 3:
-        # as DeepSpeed-Chat's create_hf_model: tell transformers about ZeRO-3
-        # so it builds the model inside zero.Init and gathers partitioned
-        # parameters for its weight initialisation (a bare zero.Init breaks
-        # transformers 5's _init_weights on empty partitions)
-        from transformers.integrations import HfDeepSpeedConfig
-        dschf = HfDeepSpeedConfig(conf)  # noqa: F841 (must stay alive)
-    model = AutoModelForCausalLM.from_config(cfg)
-    if a.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
-    opt = torch.optim.AdamW(model.parameters(), lr=a.learning_rate, betas=(0.9, 0.95))
-    engine, opt, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=conf)
+    engine, opt, model, cfg = build_engine(a, world)
     tput = []  # ThroughputTimer lines of the current step (DeepSpeed logs them on every rank)
 
     class Tput(logging.Handler):
