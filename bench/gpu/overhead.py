@@ -184,6 +184,9 @@ def main():
         "dsmemtrace_env": env,
         "rounds": rounds,
         "steps_per_round": steps,
+        # steps run while recording (each round's settling step included):
+        # DSMEMTRACE_SELFTIME's totals divided by this are the hook's time per step
+        "recorded_steps": rounds * (steps + 1) if ours else 0,
         "measured_s": time.perf_counter() - t_all,
         "median_step_ms": med,
         "ratio_to_off": {m: med[m] / med["off"] for m in modes},
@@ -193,7 +196,7 @@ def main():
     }
     with open(args.out, "w") as f:
         json.dump(res, f, indent=1)
-    print(f"{desc} on {res['gpu']}, torch {res['torch']}; {env or 'no preload'}")
+    print(f"{desc} on {res['gpu']}, torch {res['torch']}; {(env or 'defaults') if ours else 'no preload'}")
     print(f"  {events_per_step} allocator events per step; {rounds} rounds of {steps} steps per mode")
     for m in modes:
         print(f"  {m:10s} median {med[m]:8.2f} ms/step   ratio {med[m] / med['off']:.4f}"

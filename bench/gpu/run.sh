@@ -18,6 +18,7 @@
 # and ("all"); its trace's bytes per event are measured after it.
 # The DeepSpeed loops (examples/deepspeed_sft, OPT-1.3B, micro-batch 4,
 # seq 512, one GPU) need scripts/stage-deepspeed.sh's .whl carried along.
+# DSMT_BENCH_ROUNDS: rounds per mode (overhead.py's default: 40; ds 8).
 # Writes $OUT (or ./bench-gpu-out): bench-gpu.txt and overhead-JOB.json;
 # bench/README.md and docs/validation.md keep the recorded results.
 set -uo pipefail
@@ -70,8 +71,8 @@ rc=0
 			continue
 		fi
 		case $loop in
-		transformer | tiny) args=("$loop") ;;
-		ds-z2 | ds-z3) args=(ds --zero_stage "${loop#ds-z}" --model opt-1.3b --per_device_train_batch_size 4 --max_seq_len 512) ;;
+		transformer | tiny) args=("$loop" ${DSMT_BENCH_ROUNDS:+--rounds $DSMT_BENCH_ROUNDS}) ;;
+		ds-z2 | ds-z3) args=(ds ${DSMT_BENCH_ROUNDS:+--rounds $DSMT_BENCH_ROUNDS} --zero_stage "${loop#ds-z}" --model opt-1.3b --per_device_train_batch_size 4 --max_seq_len 512) ;;
 		*) echo "unknown loop in $job"; rc=1; continue ;;
 		esac
 		case $cfg in
@@ -91,7 +92,7 @@ rc=0
 		fi
 		r=$?
 		[ $r -eq 0 ] || { rc=1; echo "   exit $r"; }
-		grep -hiE 'error|dsmemtrace:' "$t/err" | sort | uniq -c | head -n 5
+		grep -hiE 'error|dsmemtrace:|selftime|stackcheck' "$t/err" | sort | uniq -c | head -n 5
 		if ls "$t"/dsmemtrace.*.zst >/dev/null 2>&1; then
 			python3 bench/bytes_per_event.py "$dec" "$t" | sed -n 's/^all /   trace: all /p'
 		fi
