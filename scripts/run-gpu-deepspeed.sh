@@ -17,17 +17,12 @@
 # visible.  DSMT_DS_STEPS (default 5), DSMT_DS_TIMEOUT (s per run, 300).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
-root=$PWD
-src=${DSMT_SRC:-$root}
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-export LD_LIBRARY_PATH=$root/.gpu/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+. scripts/gpu-env.sh || exit 1
 # JIT-built DeepSpeed ops (none with torch's optimizers) build once per host
 export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-$root/.whl/torch_extensions}
 bash scripts/install-deepspeed.sh || exit 1
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-B=$src/build-gpu
-[ -d "$B" ] || meson setup "$B" "$src" -Dtoolkit_dir=/usr/local/cuda >/dev/null || exit 1
-ninja -C "$B" interpose/libdsmemtrace.so decode/dsmemdecode >/dev/null || exit 1
 out=${OUT:-$root/ds-out}
 res=$out/ds
 mkdir -p "$res"

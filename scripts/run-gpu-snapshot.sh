@@ -9,13 +9,7 @@
 # Results (pickles, traces, output) to $OUT/snapshot.tgz.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
-root=$PWD
-src=${DSMT_SRC:-$root}
-export PYTHONUNBUFFERED=1
-export LD_LIBRARY_PATH=$root/.gpu/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-B=$src/build-gpu
-[ -d "$B" ] || meson setup "$B" "$src" -Dtoolkit_dir=/usr/local/cuda >/dev/null || exit 1
-ninja -C "$B" interpose/libdsmemtrace.so decode/dsmemdecode >/dev/null || exit 1
+. scripts/gpu-env.sh || exit 1
 out=${OUT:-$root/snapshot-out}
 res=$out/snapshot
 mkdir -p "$res"

@@ -23,18 +23,14 @@
 # bench/README.md and docs/validation.md keep the recorded results.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
-root=$PWD
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-export LD_LIBRARY_PATH=$root/.gpu/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-out=${OUT:-$root/bench-gpu-out}
-mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 if ! nvidia-smi -L >/dev/null 2>&1; then
 	echo "SKIP: no NVIDIA GPU here (bench/gpu needs one)"
 	exit 77
 fi
-B=$root/build-gpu
-{ [ -d "$B" ] || meson setup "$B" -Dtoolkit_dir=/usr/local/cuda >/dev/null; } &&
-	ninja -C "$B" interpose/libdsmemtrace.so decode/dsmemdecode >/dev/null || { echo "bench/gpu: build failed"; exit 1; }
+. scripts/gpu-env.sh || exit 1
+out=${OUT:-$root/bench-gpu-out}
+mkdir -p "$out"
 lib=$B/interpose/libdsmemtrace.so
 dec=$B/decode/dsmemdecode
 py=$(python3 -c 'import sys; print(sys.executable)')
