@@ -9,6 +9,7 @@
  * more, printing every record. */
 #include "decode.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -582,6 +583,20 @@ static const char *meta_get(struct dsmt_meta *m, size_t n, const char *key)
 const char *dsmt_meta_get(const struct dsmt_process *p, const char *key)
 {
 	return meta_get(p->meta, p->nmeta, key);
+}
+
+int dsmt_meta_int(const struct dsmt_process *p, const char *key, long long *v)
+{
+	const char *s = dsmt_meta_get(p, key);
+	char *e;
+	if (!s || !*s)
+		return 0;
+	errno = 0;
+	long long x = strtoll(s, &e, 10);
+	if (*e || errno)
+		return 0;
+	*v = x;
+	return 1;
 }
 
 /* Python code objects, Python stacks and native stacks, by id (a later

@@ -306,6 +306,9 @@ int dsmt_decode_file(const char *path, const struct dsmt_opts *o, struct dsmt_pr
 void dsmt_process_free(struct dsmt_process *p);
 /* Value of a META key, or NULL. */
 const char *dsmt_meta_get(const struct dsmt_process *p, const char *key);
+/* A META key's value as a whole decimal integer: 1 and *v set, or 0 when
+ * the key is absent, empty or not entirely a number (*v untouched). */
+int dsmt_meta_int(const struct dsmt_process *p, const char *key, long long *v);
 
 /* Print every record of `path` to `out`. Same return values. */
 int dsmt_dump_file(const char *path, FILE *out, FILE *err);

@@ -22,16 +22,6 @@ static void levels(const struct dsmt_process *p, const struct dsmt_row *r, uint6
 	}
 }
 
-static int rank_of(const struct dsmt_process *p, long long *r)
-{
-	const char *v = dsmt_meta_get(p, "rank");
-	char *e;
-	if (!v || !*v)
-		return 0;
-	*r = strtoll(v, &e, 10);
-	return !*e;
-}
-
 static const struct dsmt_row *find_row(const struct dsmt_process *p, const struct dsmt_row *w)
 {
 	for (size_t i = 0; i < p->nrows; i++)
@@ -148,9 +138,9 @@ static size_t make_pairs(const struct dsmt_process *a, size_t na, const struct d
 	for (size_t i = 0; i < na; i++) {
 		long long ra, rb;
 		size_t j = nb;
-		if (rank_of(&a[i], &ra))
+		if (dsmt_meta_int(&a[i], "rank", &ra))
 			for (j = 0; j < nb; j++)
-				if (!used[j] && rank_of(&b[j], &rb) && ra == rb)
+				if (!used[j] && dsmt_meta_int(&b[j], "rank", &rb) && ra == rb)
 					break;
 		if (j < nb)
 			used[j] = 1;
@@ -380,7 +370,7 @@ static void json_pair(FILE *f, const struct pair *pr, int top)
 	const struct dsmt_process *pa = pr->a, *pb = pr->b;
 	long long r;
 	fputs("\n   {\"rank\": ", f);
-	if (rank_of(pa, &r))
+	if (dsmt_meta_int(pa, "rank", &r))
 		fprintf(f, "%lld", r);
 	else
 		fputs("null", f);
@@ -488,13 +478,13 @@ void dsmt_write_diff(FILE *f, const struct dsmt_process *a, size_t na, const str
 		if (!pr[i].a || !pr[i].b) {
 			const struct dsmt_process *p = pr[i].a ? pr[i].a : pr[i].b;
 			fprintf(f, "\nonly in %s: %s", pr[i].a ? "A" : "B", p->file);
-			if (rank_of(p, &r))
+			if (dsmt_meta_int(p, "rank", &r))
 				fprintf(f, " (rank %lld)", r);
 			fputc('\n', f);
 			continue;
 		}
 		fputc('\n', f);
-		if (rank_of(pr[i].a, &r))
+		if (dsmt_meta_int(pr[i].a, "rank", &r))
 			fprintf(f, "rank %lld: ", r);
 		fprintf(f, "A %s   B %s\n", pr[i].a->file, pr[i].b->file);
 		table_pair(f, &pr[i], top);

@@ -117,17 +117,10 @@ static void fill(const struct dsmt_process *p, struct srow *r)
 	memset(r, 0, sizeof(*r));
 	r->p = p;
 	r->run_id = dsmt_meta_get(p, "run_id");
-	const char *rk = dsmt_meta_get(p, "rank"), *ws = dsmt_meta_get(p, "world_size");
-	char *e;
-	if (rk && *rk) {
-		r->rank = strtoll(rk, &e, 10);
-		r->has_rank = !*e;
-	}
-	if (ws && *ws) {
-		strtoll(ws, &e, 10);
-		if (!*e)
-			copy(r->world, sizeof r->world, ws);
-	}
+	long long ws;
+	r->has_rank = dsmt_meta_int(p, "rank", &r->rank);
+	if (dsmt_meta_int(p, "world_size", &ws))
+		copy(r->world, sizeof r->world, dsmt_meta_get(p, "world_size"));
 	parse_cmdline(p, r);
 	uint64_t t_first = 0, t_last = 0;
 	int first_step = 0, last_step = 0;

@@ -35,19 +35,12 @@ struct meas {
 	const char *phase;
 };
 
-static long long rank_of(const struct dsmt_process *p)
-{
-	const char *r = dsmt_meta_get(p, "rank");
-	char *e;
-	long long x = r && *r ? strtoll(r, &e, 10) : -1;
-	return r && *r && !*e ? x : -1;
-}
-
 static int measure(const struct dsmt_process *p, struct meas *m)
 {
 	memset(m, 0, sizeof(*m));
 	m->p = p;
-	m->rank = rank_of(p);
+	if (!dsmt_meta_int(p, "rank", &m->rank))
+		m->rank = -1;
 	dsmt_cmdline_tokens(p, &m->mbs, &m->seq);
 	for (size_t i = 0; i < p->nrows; i++) {
 		const struct dsmt_row *w = &p->rows[i];
