@@ -19,6 +19,7 @@
 # The DeepSpeed loops (examples/deepspeed_sft, OPT-1.3B, micro-batch 4,
 # seq 512, one GPU) need scripts/stage-deepspeed.sh's .whl carried along.
 # DSMT_BENCH_ROUNDS: rounds per mode (overhead.py's default: 40; ds 8).
+# DSMT_REV: the revision to print (a copied tree's .git may be stale).
 # Writes $OUT (or ./bench-gpu-out): bench-gpu.txt and overhead-JOB.json;
 # bench/README.md and docs/validation.md keep the recorded results.
 set -uo pipefail
@@ -47,12 +48,14 @@ esac
 rc=0
 {
 	echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1)," \
-		"$(nproc) CPUs, $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo "${DSMT_REV:-unknown rev}")"
+		"$(nproc) CPUs, rev ${DSMT_REV:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 	for job in "${jobs[@]}"; do
 		loop=${job%%:*} cfg=${job#*:}
 		if [ "$job" = hookcost ]; then
 			echo "== hook_cost (C, tracer core, no torch)"
-			ninja -C "$B" bench/hook_cost >/dev/null && "$B/bench/hook_cost" "$(mktemp -d)" 200000
+			t=$(mktemp -d)
+			ninja -C "$B" bench/hook_cost >/dev/null && "$B/bench/hook_cost" "$t" 200000
+			rm -rf "$t"
 			continue
 		fi
 		if [ "$loop" = stackcheck ]; then
