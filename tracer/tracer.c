@@ -79,20 +79,26 @@ static long env_long(const char *name, long def, long lo, long hi)
 
 static void stack_report(void);
 
-static _Atomic uint64_t self_nvtx_ns, self_nvtx_events;
+/* NVTX handler time, [0] while recording, [1] while paused (the handlers
+ * keep the range stack then too) */
+static _Atomic uint64_t self_nvtx_ns[2], self_nvtx_events[2];
 
 void dsmt_selftime_nvtx(uint64_t t0)
 {
-	atomic_fetch_add_explicit(&self_nvtx_ns, dsmt_now_ns() - t0, memory_order_relaxed);
-	atomic_fetch_add_explicit(&self_nvtx_events, 1, memory_order_relaxed);
+	int k = atomic_load_explicit(&dsmt_paused, memory_order_relaxed) != 0;
+	atomic_fetch_add_explicit(&self_nvtx_ns[k], dsmt_now_ns() - t0, memory_order_relaxed);
+	atomic_fetch_add_explicit(&self_nvtx_events[k], 1, memory_order_relaxed);
 }
 
 static void selftime_report(void)
 {
-	uint64_t nn = atomic_load(&self_nvtx_events);
-	if (nn)
-		dsmt_warn("selftime: %llu NVTX push/pop, %.1f ns each", (unsigned long long)nn,
-			  (double)atomic_load(&self_nvtx_ns) / (double)nn);
+	uint64_t nr = atomic_load(&self_nvtx_events[0]), np = atomic_load(&self_nvtx_events[1]);
+	if (nr || np)
+		dsmt_warn("selftime: %llu NVTX push/pop, %.1f ns each; recording %llu, %.1f ns each; paused %llu, %.1f ns each",
+			  (unsigned long long)(nr + np),
+			  (double)(atomic_load(&self_nvtx_ns[0]) + atomic_load(&self_nvtx_ns[1])) / (double)(nr + np),
+			  (unsigned long long)nr, nr ? (double)atomic_load(&self_nvtx_ns[0]) / (double)nr : 0.0,
+			  (unsigned long long)np, np ? (double)atomic_load(&self_nvtx_ns[1]) / (double)np : 0.0);
 	uint64_t n = atomic_load(&self_events), t = atomic_load(&self_ns_total);
 	uint64_t w = atomic_load(&self_ns_warm), nw = n < SELF_WARMUP ? n : SELF_WARMUP;
 	if (n == 0)
