@@ -80,13 +80,16 @@ static uint32_t attr_name(const nvtxEventAttributes_t *a)
 /* Each handler guards against re-entry like the allocation hooks. */
 #define GUARDED(expr) DSMT_RECORD(expr)
 
-/* Push, start and mark carry the Python frames of the caller; from
- * torch.cuda.nvtx the GIL is held here, so the first such event also checks
- * the frame layout against the public API (pyframes.c). */
+/* Push, start and mark: from torch.cuda.nvtx the GIL is held here, so the
+ * first such event checks the frame layout against the public API
+ * (pyframes.c).  They carry the caller's Python frames only with
+ * DSMEMTRACE_NVTX_FRAMES=1: no report reads them, and the walk made a push
+ * cost 567 ns instead of ~150 inside DeepSpeed ZeRO-3 (docs/decisions.md). */
 static void ev(uint8_t rec, uint32_t dom, uint32_t name, uint64_t id)
 {
-	int py = rec == DSMT_REC_NVTX_PUSH || rec == DSMT_REC_NVTX_START || rec == DSMT_REC_NVTX_MARK ? DSMT_PY_GIL
-													: DSMT_PY_NONE;
+	int py = rec == DSMT_REC_NVTX_PUSH || rec == DSMT_REC_NVTX_START || rec == DSMT_REC_NVTX_MARK
+			 ? (dsmt_cfg.nvtx_frames ? DSMT_PY_GIL : DSMT_PY_GIL_CHECK)
+			 : DSMT_PY_NONE;
 	dsmt_ev_nvtx_py(rec, dom, name, id, py);
 }
 

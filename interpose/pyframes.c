@@ -662,6 +662,13 @@ static __attribute__((noinline, cold)) int gil_check(void)
 uint32_t dsmt_py_stack(int py)
 {
 	int st = atomic_load_explicit(&py_state, memory_order_acquire);
+	if (py == DSMT_PY_GIL_CHECK) { /* no frames: only the layout check, once */
+		if (__builtin_expect(st == PY_INIT || st == PY_CHECK, 0))
+			not_on(DSMT_PY_GIL);
+		else if (st == PY_ON && !atomic_load_explicit(&gil_checked, memory_order_relaxed))
+			gil_check();
+		return 0;
+	}
 	if (__builtin_expect(st != PY_ON, 0) && (st == PY_OFF || !not_on(py)))
 		return 0; /* off (not Python, DSMEMTRACE_PY_DEPTH=0, unsupported): one load */
 	if (py == DSMT_PY_GIL && !atomic_load_explicit(&gil_checked, memory_order_relaxed) && !gil_check())

@@ -135,6 +135,7 @@ void dsmt_config_init(void)
 	dsmt_cfg.selftime = (int)env_long("DSMEMTRACE_SELFTIME", 0, 0, 1);
 	dsmt_cfg.stack_cache = (int)env_long("DSMEMTRACE_STACK_CACHE", 0, 0, 1); /* off: wrong in torch (decisions.md) */
 	dsmt_cfg.stack_check = (int)env_long("DSMEMTRACE_STACK_CHECK", 0, 0, 1);
+	dsmt_cfg.nvtx_frames = (int)env_long("DSMEMTRACE_NVTX_FRAMES", 0, 0, 1);
 	long kb = env_long("DSMEMTRACE_BUFFER_KB", 1024, 64, 1 << 20);
 	uint64_t cap = 64 * 1024;
 	while (cap < (uint64_t)kb * 1024)

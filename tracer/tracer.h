@@ -27,8 +27,10 @@ struct dsmt_config {
 	unsigned flush_ms;    /* DSMEMTRACE_FLUSH_MS, default 200 */
 	int native_depth;     /* DSMEMTRACE_NATIVE_DEPTH */
 	int selftime;         /* DSMEMTRACE_SELFTIME=1: time spent in hooks */
-	int stack_cache;      /* DSMEMTRACE_STACK_CACHE (default 1): reuse a thread's native stack for a
+	int stack_cache;      /* DSMEMTRACE_STACK_CACHE (default 0): reuse a thread's native stack for a
 			       * repeated (call site, Python stack, stack position); 1 in 64 repeats unwound */
+	int nvtx_frames;      /* DSMEMTRACE_NVTX_FRAMES (default 0): NVTX push/start/mark carry the
+			       * caller's Python frames (no report reads them; ~420 ns a push in torch) */
 	int stack_check;      /* DSMEMTRACE_STACK_CHECK=1 (benchmarks): unwind every event in full as
 			       * well and count the recorded stacks that equal it (report at exit) */
 	size_t ring_bytes;    /* DSMEMTRACE_BUFFER_KB * 1024: first segment per thread */
@@ -58,7 +60,10 @@ DSMT_HIDDEN void dsmt_warn(const char *fmt, ...) __attribute__((format(printf, 1
  * (set by interpose/pyframes.c; NULL when it is not linked in) after the
  * selftime clock started and before the event is stamped; it returns the
  * PYSTACK id of the calling thread's Python frames, 0 for none. */
-enum { DSMT_PY_NONE = 0, DSMT_PY_NOGIL = 1, DSMT_PY_GIL = 2 };
+enum { DSMT_PY_NONE = 0, DSMT_PY_NOGIL = 1, DSMT_PY_GIL = 2, DSMT_PY_GIL_CHECK = 3 };
+/* DSMT_PY_GIL_CHECK: an NVTX handler that records no frames
+ * (DSMEMTRACE_NVTX_FRAMES=0) but may still hold the GIL: the frame layout
+ * check runs there as with DSMT_PY_GIL; the hook returns 0. */
 DSMT_HIDDEN extern uint32_t (*dsmt_py_hook)(int py);
 /* For dsmt_py_hook, on the hooked thread: the PYSTACK id this thread cached
  * under hash h (0: none); define writes a PYSTACK record of n (code_id,

@@ -10,7 +10,8 @@ MODE
               same code objects (qualname, file, firstlineno, co_linetable),
               same instruction for the outer frames, the allocating line for
               the innermost, on the right thread; NVTX push and mark (GIL held)
-              too; the atexit allocation; none on a C thread without a
+              too with DSMEMTRACE_NVTX_FRAMES=1, and without frames by default
+              (a second traced run: allocations keep theirs); the atexit allocation; none on a C thread without a
               Python thread state; a daemon thread still allocating at
               exit does not crash the process; stdout as without the preload,
               nothing on stderr.
@@ -241,7 +242,9 @@ def check_stack(label, ev, exp, pycode, pystack, pyver, depth):
             fail("%s: frame %d (%s) instruction %d, expected %d" % (label, i, qual, instr, lasti))
 
 
-def mode_frames(a, tmp, pyver, depth=32, env=None):
+def mode_frames(a, tmp, pyver, depth=32, env=None, nvtx=True):
+    """nvtx: NVTX push and mark carry frames (DSMEMTRACE_NVTX_FRAMES=1 in
+    env); otherwise they must carry none while allocations still do"""
     base = run_victim(a, tmp, "plain", {}, False)
     r = run_victim(a, tmp, "traced", dict(env or {}), True)
     if not base or not r or failures:
@@ -278,7 +281,10 @@ def mode_frames(a, tmp, pyver, depth=32, env=None):
         if len(evs) != 1:
             fail("%s: %d %s records named %r" % (kind, len(evs), kind, name))
         for e in evs:
-            check_stack(kind, e, exp, pycode, pystack, pyver, depth)
+            if nvtx:
+                check_stack(kind, e, exp, pycode, pystack, pyver, depth)
+            elif e["pystack"]:
+                fail("%s: Python frames on an NVTX record without DSMEMTRACE_NVTX_FRAMES=1" % kind)
             checked += 1
     # the daemon thread: whatever it recorded names daemon_loop innermost
     for e in bysize.get(512 * 31, []):
@@ -346,11 +352,14 @@ def main():
     tmp = tempfile.mkdtemp(prefix="dsmt-py-")
     try:
         if a.mode == "frames":
-            mode_frames(a, tmp, pyver)
+            for sub, env in (("nvtx", {"DSMEMTRACE_NVTX_FRAMES": "1"}), ("default", None)):
+                os.makedirs(os.path.join(tmp, sub))
+                mode_frames(a, os.path.join(tmp, sub), pyver, env=env, nvtx=env is not None)
         elif a.mode == "depth":
             for d in (3, 0):
                 os.makedirs(os.path.join(tmp, str(d)))
-                mode_frames(a, os.path.join(tmp, str(d)), pyver, depth=d, env={"DSMEMTRACE_PY_DEPTH": str(d)})
+                mode_frames(a, os.path.join(tmp, str(d)), pyver, depth=d,
+                            env={"DSMEMTRACE_PY_DEPTH": str(d), "DSMEMTRACE_NVTX_FRAMES": "1"})
         elif a.mode == "selftest":
             ver = subprocess.run([a.python, "-c", "import platform; print(platform.python_version())"],
                                  stdout=subprocess.PIPE).stdout.decode().strip()
