@@ -25,7 +25,7 @@ incl() { # callgrind file, function -> inclusive Ir
 }
 one() { # config rounds -> "allocIr nvtxIr"
 	local c=$1 r=$2 nv=()
-	case $c in all*) nv=("$shim") ;; esac
+	case $c in all* | default) nv=("$shim") ;; esac
 	env LD_LIBRARY_PATH="$B/tests/standin" DSMEMTRACE_DIR="$t" LD_PRELOAD="$B/interpose/libdsmemtrace.so" \
 		DSMEMTRACE_BUFFER_KB=65536 ${env[$c]} valgrind --tool=callgrind --callgrind-out-file="$t/cg" \
 		"$py" "$root/bench/hook_speed_victim.py" "$r" 10 "${nv[@]}" >/dev/null 2>&1

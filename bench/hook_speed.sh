@@ -30,7 +30,7 @@ one() { # config [extra env...] -> stderr of one run
 	local c=$1
 	shift
 	local nv=()
-	case $c in all*) nv=("$shim") ;; esac
+	case $c in all* | default) nv=("$shim") ;; esac
 	env LD_LIBRARY_PATH="$B/tests/standin" DSMEMTRACE_DIR="$t" LD_PRELOAD="$B/interpose/libdsmemtrace.so" \
 		${env[$c]} "$@" "$py" "$root/bench/hook_speed_victim.py" 400 10 "${nv[@]}" 2>&1 >/dev/null
 	rm -f "$t"/*.zst
