@@ -135,6 +135,8 @@ struct arec {
 	uint8_t flags;    /* AR_* */
 	uint8_t dev1;
 	uint8_t cat, ph;  /* decided category while live (AR_CAT), resolved phase (0: not yet) */
+	uint8_t oom;      /* 1 + the first reported OOM of its device it was live at (0: none); it
+			   * was live at every later one of that device until its free (oom_freed) */
 };
 enum {
 	AR_BW_SEEN = 1,
@@ -142,7 +144,6 @@ enum {
 	AR_PARAM = 4, /* counted in ctx.psizes */
 	AR_LIVE = 8,
 	AR_LIBWS = 16, /* allocated in the op in which a workspace library allocated on this thread */
-	AR_OOM = 32,   /* live at the first OOM: categorised when freed (oom_freed) or at the end */
 };
 
 /* pending sums of a peak: blocks live at the peak and freed since */
@@ -1374,6 +1375,7 @@ static uint32_t ar_new(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
 	r->dev1 = e->dev1;
 	r->cat = 0;
 	r->ph = 0;
+	r->oom = 0;
 	return i;
 }
 
@@ -1449,15 +1451,25 @@ static inline void attrib_thread_seen(struct ctx *c, uint64_t seq, const struct 
 	}
 }
 
-/* A block live at the first OOM is freed: its category, now that its
- * lifetime is known (as for a peak's blocks), into that OOM's breakdown */
+/* Block r (size bytes, category cat) into the breakdown of every reported
+ * OOM of its device from its first one (r->oom) on: OOMs are in time order
+ * and the block was live from before that one until now. */
+static void oom_add(struct ctx *c, struct arec *r, uint64_t size, unsigned cat)
+{
+	for (size_t k = (size_t)r->oom - 1; k < c->oomv.n; k++)
+		if (c->oomv.v[k].has_bk && c->oomv.v[k].device + 1 == (int)r->dev1)
+			c->oomv.v[k].bk.cat[cat] += size;
+	r->oom = 0;
+}
+
+/* A block live at a reported OOM is freed: its category, now that its
+ * lifetime is known (as for a peak's blocks), into those OOMs' breakdowns */
 static __attribute__((noinline)) void oom_freed(struct ctx *c, const struct dsmt_event *e, struct arec *r,
 						uint64_t size)
 {
 	const struct thread *t = &c->thr.v[e->tidx];
 	unsigned ph_free = phase_of(c, c->ph, e->pystack, t, t->nvk, c->bw_seen, c->cur_fwd), ph;
-	c->oomv.v[0].bk.cat[ar_category(c, r, size, ph_free, &ph)] += size;
-	r->flags &= (uint8_t)~AR_OOM;
+	oom_add(c, r, size, ar_category(c, r, size, ph_free, &ph));
 }
 
 static void tl_block(struct ctx *c, uint64_t ts, unsigned dev1, uint32_t i, uint64_t size);
@@ -1477,7 +1489,7 @@ static inline void attrib_free(struct ctx *c, uint64_t seq, const struct dsmt_ev
 	}
 	if (r->seq <= d->pk_seq || (d->snap.taken && r->seq <= d->snap.seq))
 		attrib_freed_live(c, e, d, size, r);
-	if (__builtin_expect(r->flags & AR_OOM, 0))
+	if (__builtin_expect(r->oom, 0))
 		oom_freed(c, e, r, size);
 	if (__builtin_expect(c->tl_on, 0)) {
 		tl_unblock(c, e->ts, e, r, i, size);
@@ -2464,35 +2476,37 @@ static void oom_report(struct ctx *c, uint64_t seq, const struct dsmt_event *e)
 		return;
 	o->alloc = d->alloc;
 	o->res = d->res;
-	if (!c->attrib || c->oomv.n > 1)
+	if (!c->attrib)
 		return;
-	/* the first OOM: flag its device's live blocks; each is categorised
-	 * when freed, with its lifetime (oom_freed), or at the end of the
-	 * trace (oom_finish) -- at the OOM itself an activation, say, cannot
-	 * yet be told from anything else */
+	/* mark its device's live blocks not marked at an earlier OOM; each is
+	 * categorised when freed, with its lifetime (oom_freed), or at the end
+	 * of the trace (oom_finish) -- at the OOM itself an activation, say,
+	 * cannot yet be told from anything else */
 	size_t it = 0;
 	struct dsmt_hent *h;
 	while ((h = dsmt_hmap_next(&d->tens, &it)))
-		c->ar.v[h->aux].flags |= AR_OOM;
+		if (!c->ar.v[h->aux].oom)
+			c->ar.v[h->aux].oom = (uint8_t)c->oomv.n; /* <= DSMT_OOM_MAX */
 	o->has_bk = 1;
 }
 
-/* The end of the trace: the first OOM's blocks still live are categorised
- * as the rows' live blocks are; then other and cached as for a row */
+/* The end of the trace: the reported OOMs' blocks still live are
+ * categorised as the rows' live blocks are; then other and cached as for a
+ * row */
 static void oom_finish(struct ctx *c)
 {
-	if (!c->oomv.n || !c->oomv.v[0].has_bk)
+	if (!c->oomv.n)
 		return;
-	struct dsmt_oom *o = &c->oomv.v[0];
 	for (size_t i = 1; i < c->ar.n; i++) {
 		struct arec *r = &c->ar.v[i];
-		if ((r->flags & (AR_LIVE | AR_OOM)) != (AR_LIVE | AR_OOM))
+		if (!(r->flags & AR_LIVE) || !r->oom)
 			continue;
 		unsigned ph;
-		o->bk.cat[ar_live_cat(c, r, r->size, &ph)] += r->size;
-		r->flags &= (uint8_t)~AR_OOM;
+		oom_add(c, r, r->size, ar_live_cat(c, r, r->size, &ph));
 	}
-	bk_fill(o->bk.cat, NULL, o->alloc, o->res);
+	for (size_t k = 0; k < c->oomv.n; k++)
+		if (c->oomv.v[k].has_bk)
+			bk_fill(c->oomv.v[k].bk.cat, NULL, c->oomv.v[k].alloc, c->oomv.v[k].res);
 }
 
 /* Every other event: runtime allocations, driver level, OOM, NVTX, LOST,

@@ -252,7 +252,7 @@ struct dsmt_process {
 	size_t nrows;
 	uint64_t events, ooms, lost, missing;
 	/* the first DSMT_OOM_MAX out-of-memory events: what was live when the
-	 * allocator gave up (oom_bk when attribution ran) */
+	 * allocator gave up (bk, each of them, when attribution ran) */
 	struct dsmt_oom *oom;
 	size_t noom;
 	int has_drv; /* the trace has SOURCE or DRV records (else driver-level numbers are unknown) */
